@@ -1,0 +1,98 @@
+"""Built-in CPU plugin: always offers ``cpu``; gloo; bf16 autocast only on CPUs with native bf16."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+
+from attrs import field, frozen
+
+from ezpz import hookimpl
+from ezpz.decisions import AmpPolicy, BackendChoice, BackendOption, PrecisionOption, ProfilingSupport
+from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+from ezpz.policies import choose_backend, choose_precision
+
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX512-BF16 / AMX-BF16; aarch64 FEAT_BF16
+FP16_FLAGS = ("avx512_fp16", "amx_fp16")
+
+
+@frozen(kw_only=True)
+class CpuFacts:
+    model: str
+    machine: str
+    flags: frozenset[str] = field(converter=frozenset)
+
+
+def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> CpuFacts:
+    """Read the CPU model and feature flags (Linux ``/proc/cpuinfo``; elsewhere, no flags)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if key in ("model name", "cpu model") and model in ("", platform.machine(), platform.processor()):
+                    model = value.strip()
+                elif key in ("flags", "features"):
+                    flags.update(value.split())
+                    break
+    except OSError:
+        pass
+    return CpuFacts(model=model, machine=platform.machine(), flags=flags)
+
+
+def cpu_candidate(facts: CpuFacts) -> DeviceCandidate:
+    return DeviceCandidate(
+        device_type="cpu", vendor="cpu", priority=0, shared=True, count=1, names=(facts.model,), facts=facts,
+        reason="the CPU is always available (fallback of last resort)",
+        details={"bf16_flags": ",".join(f for f in BF16_FLAGS if f in facts.flags) or "none"},
+    )
+
+
+def cpu_precision_options(facts: CpuFacts) -> list[PrecisionOption]:
+    bf16 = [f for f in BF16_FLAGS if f in facts.flags]
+    fp16 = [f for f in FP16_FLAGS if f in facts.flags]
+    return [
+        PrecisionOption(
+            dtype="bf16", supported=bool(bf16),
+            reason=f"CPU has native bf16 ({', '.join(bf16)})" if bf16
+            else f"CPU {facts.model!r} has no native bf16 (no {'/'.join(BF16_FLAGS)} flag): torch would emulate it slowly",
+        ),
+        PrecisionOption(
+            dtype="fp16", supported=bool(fp16),
+            reason=f"CPU has native fp16 ({', '.join(fp16)})" if fp16 else "CPU has no native fp16 (no avx512_fp16/amx_fp16)",
+        ),
+    ]
+
+
+@hookimpl(trylast=True)
+def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
+    return ProbeReport.found(cpu_candidate(probe_cpu()))
+
+
+@hookimpl(trylast=True)
+def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None) -> BackendChoice | None:
+    if not isinstance(device.facts, CpuFacts):
+        return None
+    have = set(build.distributed_backends)
+    options = [
+        BackendOption(name="gloo", available="gloo" in have,
+                      reason="gloo is torch's CPU collective backend" if "gloo" in have else "torch built without gloo"),
+        BackendOption(name="mpi", available="mpi" in have,
+                      reason="torch built with MPI" if "mpi" in have else "torch built without MPI support"),
+    ]
+    return choose_backend(options, requested=requested, device="cpu")
+
+
+@hookimpl(trylast=True)
+def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
+    if not isinstance(device.facts, CpuFacts):
+        return None
+    return choose_precision(cpu_precision_options(device.facts), requested=requested, device=f"cpu ({device.facts.model})")
+
+
+@hookimpl(trylast=True)
+def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
+    if not isinstance(device.facts, CpuFacts):
+        return None
+    return ProfilingSupport(activities=("CPU",), reason="CPU profiler activity; ranges via torch record_function under the profiler")

@@ -1,0 +1,15 @@
+"""Built-in launch-environment detection: torchrun, Open MPI, MPICH/Hydra, PALS, PMIx, Slurm, single process."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ezpz import hookimpl
+from ezpz.facts import LaunchEnv
+
+
+@hookimpl(trylast=True)
+def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
+    from ezpz.launch import detect_launch_env
+
+    return detect_launch_env(environ)

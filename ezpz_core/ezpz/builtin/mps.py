@@ -1,0 +1,1 @@
+"""Built-in Apple MPS plugin (placeholder)."""

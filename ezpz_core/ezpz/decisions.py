@@ -1,0 +1,149 @@
+"""Decisions: what was chosen, why, and every alternative that was not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+from attrs import field, frozen
+
+from ezpz.facts import Alternative, DeviceCandidate, LaunchEnv, TorchBuild
+
+__all__ = [
+    "AmpPolicy",
+    "BackendChoice",
+    "BackendOption",
+    "Decision",
+    "DeviceChoice",
+    "LifecycleAction",
+    "PRECISIONS",
+    "PrecisionOption",
+    "ProfilingSupport",
+    "SetupPlan",
+]
+
+Precision = Literal["bf16", "fp16", "fp32"]
+PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32")
+
+
+def _explained(instance: object, attribute: attrs.Attribute, value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
+
+
+@frozen(kw_only=True)
+class DeviceChoice:
+    """The device this rank uses: the winning candidate and its index."""
+
+    candidate: DeviceCandidate
+    index: int | None
+    reason: str = field(validator=_explained)
+    alternatives: tuple[Alternative, ...] = field(default=(), converter=tuple)
+
+    @property
+    def torch_device(self) -> str:
+        t = self.candidate.device_type
+        return t if self.index is None else f"{t}:{self.index}"
+
+
+@frozen(kw_only=True)
+class BackendOption:
+    """One collective backend a plugin could use for its device, in preference order."""
+
+    name: str
+    available: bool
+    reason: str = field(validator=_explained)
+
+
+@frozen(kw_only=True)
+class BackendChoice:
+    """The collective backend chosen, why, and the options tried before or beside it."""
+
+    name: str
+    reason: str = field(validator=_explained)
+    alternatives: tuple[Alternative, ...] = field(default=(), converter=tuple)
+
+
+@frozen(kw_only=True)
+class PrecisionOption:
+    """One low-precision dtype and whether the device supports it."""
+
+    dtype: Precision = field(validator=attrs.validators.in_(PRECISIONS))
+    supported: bool
+    reason: str = field(validator=_explained)
+    grad_scaler: bool = False
+
+
+@frozen(kw_only=True)
+class AmpPolicy:
+    """Mixed precision for this device: autocast dtype, scaler and TF32, with reasons."""
+
+    dtype: Precision = field(validator=attrs.validators.in_(PRECISIONS))
+    autocast: bool
+    grad_scaler: bool
+    tf32: bool
+    reason: str = field(validator=_explained)
+    tf32_reason: str = "TF32 does not apply to this device"
+    alternatives: tuple[Alternative, ...] = field(default=(), converter=tuple)
+
+    @property
+    def torch_dtype(self) -> Any:
+        import torch
+
+        return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[self.dtype]
+
+
+@frozen(kw_only=True)
+class ProfilingSupport:
+    """How to profile this device.
+
+    ``activities`` are ``torch.profiler.ProfilerActivity`` member names
+    (``"CPU"``, ``"CUDA"``, ``"XPU"``). ``range_push``/``range_pop`` are the
+    vendor range marker (NVTX, roctx, ITT) or None. ``memory_stats`` returns
+    a flat mapping of numbers for a ``torch.device``.
+    """
+
+    activities: tuple[str, ...] = field(converter=tuple)
+    reason: str = field(validator=_explained)
+    marker: str | None = None
+    range_push: Callable[[str], Any] | None = field(default=None, eq=False)
+    range_pop: Callable[[], Any] | None = field(default=None, eq=False)
+    memory_stats: Callable[[Any], Mapping[str, float]] | None = field(default=None, eq=False)
+
+
+@frozen(kw_only=True)
+class LifecycleAction:
+    """What a lifecycle hook did or wants done, said for the trace.
+
+    ``env_defaults`` are set by the core with ``setdefault`` semantics (a value
+    the user set always wins) just before the process group is created.
+    """
+
+    reason: str = field(validator=_explained)
+    env_defaults: Mapping[str, str] = field(factory=dict, converter=dict, hash=False)
+    plugin: str = ""
+
+
+@frozen(kw_only=True)
+class SetupPlan:
+    """Everything decided before the process group is created."""
+
+    build: TorchBuild
+    launch: LaunchEnv
+    device: DeviceChoice
+    backend: BackendChoice
+    amp: AmpPolicy
+    profiling: ProfilingSupport
+    timeout_s: float
+
+
+@frozen(kw_only=True)
+class Decision:
+    """One line of the trace that ``explain()`` and ``ezpz doctor`` print."""
+
+    topic: str
+    chosen: str
+    reason: str
+    alternatives: tuple[Alternative, ...] = field(default=(), converter=tuple)
+    details: Mapping[str, Any] = field(factory=dict, converter=dict, hash=False)

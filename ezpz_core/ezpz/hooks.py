@@ -1,0 +1,183 @@
+"""The user's entry point: :func:`setup`, :func:`teardown` and the plugin host.
+
+Plugins are discovered when this module is first imported (by ``import ezpz``);
+probing happens only in :func:`setup`.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ezpz import _log
+from ezpz.calls import Hooks
+from ezpz.decisions import SetupPlan
+from ezpz.errors import SetupError, UnavailableError
+from ezpz.explain import Explanation
+from ezpz.plugins import PluginHost, load_plugins
+from ezpz.runtime import Runtime
+from ezpz.settings import SetupSettings
+
+__all__ = ["get_plugin_host", "get_runtime", "plan", "reload_plugins", "setup", "teardown"]
+
+_host: PluginHost = load_plugins()
+_runtime: Runtime | None = None
+_runtime_settings: SetupSettings | None = None
+_applied_env: dict[str, str] = {}
+
+
+def get_plugin_host() -> PluginHost:
+    """The process-wide plugin host (pluggy manager plus plugin records)."""
+    return _host
+
+
+def reload_plugins(environ: Mapping[str, str] | None = None) -> PluginHost:
+    """Rediscover plugins (after changing ``EZPZ_PLUGINS`` etc.). Not allowed after setup()."""
+    global _host
+    if _runtime is not None:
+        raise SetupError("reload_plugins() after setup(): call ezpz.hooks.teardown() first")
+    _host = load_plugins(environ)
+    return _host
+
+
+def get_runtime() -> Runtime | None:
+    """The runtime from the last :func:`setup`, or None."""
+    return _runtime
+
+
+def _plugin_rows(host: PluginHost) -> tuple[dict[str, Any], ...]:
+    return tuple(attrs.asdict(r) for r in host.records.values())
+
+
+def plan(
+    *, device: str | None = None, backend: str | None = None, precision: str | None = None,
+    timeout: float | None = None, environ: Mapping[str, str] | None = None,
+) -> tuple[SetupPlan, Explanation]:
+    """Decide everything ``setup()`` would, with no side effects. ``ezpz doctor`` prints this."""
+    from ezpz.planning import explain_plan, plan_setup
+    from ezpz.probe import probe_torch_build
+
+    env = os.environ if environ is None else environ
+    settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)
+    the_plan = plan_setup(Hooks(_host), settings, env, probe_torch_build())
+    return the_plan, explain_plan(the_plan, settings, _plugin_rows(_host))
+
+
+def setup(
+    *, device: str | None = None, backend: str | None = None, precision: str | None = None,
+    timeout: float | None = None,
+) -> Runtime:
+    """Detect the launch environment, choose device, backend and precision, and start the process group.
+
+    Keyword arguments override ``EZPZ_DEVICE``, ``EZPZ_BACKEND``,
+    ``EZPZ_PRECISION`` and ``EZPZ_TIMEOUT``. Calling ``setup()`` again returns
+    the same runtime; calling it with different overrides raises.
+    ``torch.distributed.init_process_group`` runs only when world size > 1.
+    """
+    global _runtime, _runtime_settings
+    from ezpz.planning import explain_plan, plan_setup
+    from ezpz.probe import probe_torch_build
+
+    env = os.environ
+    settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)
+    if _runtime is not None:
+        if settings != _runtime_settings:
+            raise SetupError(
+                f"setup() already ran with {_runtime_settings}; now asked for {settings}. "
+                "Call ezpz.hooks.teardown() before setting up again with other options"
+            )
+        return _runtime
+    hooks = Hooks(_host)
+    the_plan = plan_setup(hooks, settings, env, probe_torch_build())
+    _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
+    log = _log.get_logger("ezpz.setup")
+
+    actions = hooks.before_init(the_plan)
+    for plugin, action in actions:
+        for key, value in action.env_defaults.items():
+            if key not in os.environ:
+                os.environ[key] = value
+                _applied_env[key] = value
+        log.info("lifecycle", plugin=plugin, action=action.reason, env_defaults=dict(action.env_defaults))
+
+    import torch
+
+    _check_autocast(the_plan)
+    dev = the_plan.device
+    if dev.index is not None:
+        module = torch.get_device_module(dev.candidate.device_type)
+        set_device = getattr(module, "set_device", None)
+        if set_device is not None:
+            set_device(dev.index)
+    if the_plan.launch.distributed:
+        from ezpz.distributed import init_process_group
+
+        init_process_group(the_plan)
+    if the_plan.amp.tf32 and dev.candidate.device_type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    explanation = explain_plan(the_plan, settings, _plugin_rows(_host))
+    if actions:
+        from ezpz.decisions import Decision
+
+        explanation = attrs.evolve(
+            explanation,
+            decisions=(*explanation.decisions, *(Decision(topic="lifecycle", chosen=p, reason=a.reason) for p, a in actions)),
+        )
+    launch = the_plan.launch
+    runtime = Runtime(
+        device=torch.device(dev.torch_device), device_type=dev.candidate.device_type, vendor=dev.candidate.vendor,
+        backend=the_plan.backend.name, rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
+        local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
+        amp=the_plan.amp, profiling=the_plan.profiling, plan=the_plan, explanation=explanation,
+        process_group=launch.distributed,
+    )
+    _runtime, _runtime_settings = runtime, settings
+    log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
+             launcher=launch.launcher, world_size=launch.world_size)
+    hooks.after_setup(runtime)
+    return runtime
+
+
+def _check_autocast(plan: SetupPlan) -> None:
+    """Refuse the policy if torch would silently switch autocast off for it."""
+    if not plan.amp.autocast:
+        return
+    import torch
+
+    device_type = plan.device.candidate.device_type
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if not torch.amp.is_autocast_available(device_type):
+            enabled = False
+        else:
+            with torch.autocast(device_type=device_type, dtype=plan.amp.torch_dtype):
+                enabled = torch.is_autocast_enabled(device_type)
+    if not enabled:
+        said = "; ".join(str(w.message) for w in caught) or "autocast is unavailable for this device type"
+        raise UnavailableError(
+            name="precision", value=plan.amp.dtype,
+            expected=f"a dtype torch.autocast accepts on {device_type}",
+            fix=f"torch refused it ({said}); set EZPZ_PRECISION=fp32 or upgrade torch",
+        )
+
+
+def teardown() -> None:
+    """Destroy the process group (if any) and forget the runtime, so setup() can run again."""
+    global _runtime, _runtime_settings
+    if _runtime is not None and _runtime.process_group:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    for key, value in list(_applied_env.items()):
+        if os.environ.get(key) == value:
+            del os.environ[key]
+    _applied_env.clear()
+    _runtime, _runtime_settings = None, None
+    _log.set_rank(None, all_ranks=False)

@@ -1,0 +1,141 @@
+"""Hook specifications: the questions the core asks and plugins answer.
+
+Implement a hook by decorating a function named exactly like the spec with
+:data:`ezpz.hookimpl` in your plugin module, accepting any subset of the
+spec's parameters. The core calls each plugin's implementation on its own, so
+a plugin that raises or returns the wrong type is quarantined without taking
+the others down. Raise :class:`ezpz.errors.ConfigError` (or a subclass) to
+reject a user's request; that propagates to the user instead of quarantining.
+
+Hooks marked *first result* stop at the first plugin that returns non-None;
+plugins whose device is not the one in question return None. Built-in
+plugins are ``trylast`` so that any installed plugin can answer first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.runtime import Runtime
+
+hookspec = pluggy.HookspecMarker("ezpz")
+
+
+@hookspec
+def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport | None:
+    """Report the devices this plugin can offer, and those it looked for and rejected.
+
+    Collecting: every plugin is asked. Probe without creating a device context
+    where the platform allows, so forked data-loader workers stay safe.
+
+    :param build: The installed torch's build facts.
+    :param environ: The process environment (read it; never write it).
+    :return: A :class:`~ezpz.facts.ProbeReport` whose candidates carry a
+        priority and reason and whose rejections say why ("torch built without
+        XPU"), or None when the plugin has nothing to say.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec(firstresult=True)
+def ezpz_select_backend(
+    device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
+) -> BackendChoice | None:
+    """Choose the collective backend for ``device``.
+
+    First result. Answer only for a device your plugin offered (check
+    ``isinstance(device.facts, YourFacts)``); build the ordered options and
+    call :func:`ezpz.policies.choose_backend` so that overrides behave alike.
+
+    :param device: The chosen device candidate.
+    :param build: The installed torch's build facts.
+    :param launch: The launch environment (world size, nodes).
+    :param requested: ``EZPZ_BACKEND``/``TORCH_BACKEND``/``setup(backend=)``, or None.
+    :return: A :class:`~ezpz.decisions.BackendChoice` with reason and the
+        alternatives tried, or None.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec(firstresult=True)
+def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
+    """Decide mixed precision for ``device``: dtype, autocast, grad scaler, TF32.
+
+    First result. Use :func:`ezpz.policies.choose_precision`; a requested
+    precision the device cannot do must raise, naming the device.
+
+    :param device: The chosen device candidate.
+    :param build: The installed torch's build facts.
+    :param requested: ``"auto"``, ``"bf16"``, ``"fp16"`` or ``"fp32"``.
+    :return: An :class:`~ezpz.decisions.AmpPolicy`, or None.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec(firstresult=True)
+def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
+    """Say how to profile ``device``: profiler activities, range marker, memory stats.
+
+    First result.
+
+    :param device: The chosen device candidate.
+    :param build: The installed torch's build facts.
+    :return: A :class:`~ezpz.decisions.ProfilingSupport`, or None.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec(firstresult=True)
+def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv | None:
+    """Describe this process's place in the job from the launcher's variables.
+
+    First result. Raise :class:`ezpz.errors.LaunchEnvError` naming the
+    variable when the launcher's values are inconsistent. The built-in plugin
+    knows torchrun, Open MPI, MPICH/Hydra, Cray PALS, PMIx, Slurm and single
+    process; a site plugin can answer first for its own launcher.
+
+    :param environ: The process environment.
+    :return: A :class:`~ezpz.facts.LaunchEnv` (rendezvous may be unresolved),
+        or None.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
+    """Prepare for process-group creation (vendor imports, environment defaults).
+
+    Collecting. Called once per ``setup()`` after every decision is made and
+    before ``torch.distributed.init_process_group``. Do the work only where
+    ``plan`` needs it (for example import the oneCCL bindings only when the
+    chosen backend is ``ccl``) and say what you did.
+
+    :param plan: Every decision taken for this process.
+    :return: A :class:`~ezpz.decisions.LifecycleAction` saying what was done
+        and any ``env_defaults`` to set (user-set values win), or None.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def ezpz_after_setup(runtime: Runtime) -> None:
+    """Observe the finished runtime (site logging, extra checks).
+
+    Collecting. Return value ignored.
+
+    :param runtime: The :class:`~ezpz.runtime.Runtime` ``setup()`` returns.
+
+    .. versionadded:: 0.1
+    """

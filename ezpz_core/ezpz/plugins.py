@@ -1,0 +1,198 @@
+"""Plugin discovery and isolation.
+
+stevedore finds entry points in group ``ezpz`` and loads each one on its own,
+after the allow/deny filters (so a denied plugin's module is never imported);
+pluggy registers and validates them. A plugin that fails to import, implements
+a hook that does not exist, raises inside a hook or returns the wrong type is
+quarantined: unregistered, recorded, and reported with one warning. Strict
+mode (``EZPZ_STRICT_PLUGINS=1``) raises :class:`~ezpz.errors.PluginError` instead.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pluggy
+from attrs import evolve, frozen
+
+from ezpz import hookspecs
+from ezpz._log import get_logger
+from ezpz.errors import PluginError
+from ezpz.settings import PluginSettings
+
+__all__ = ["ENTRY_POINT_GROUP", "PluginHost", "PluginRecord"]
+
+ENTRY_POINT_GROUP = "ezpz"
+BUILTIN_PREFIX = "ezpz.builtin."
+Status = Literal["loaded", "blocked", "failed", "not-allowed"]
+
+
+@frozen(kw_only=True)
+class PluginRecord:
+    """One discovered plugin and what happened to it."""
+
+    name: str
+    target: str
+    status: Status
+    builtin: bool
+    reason: str = ""
+    error: str | None = None
+    stage: str | None = None
+    hooks: tuple[str, ...] = ()
+
+    @property
+    def distribution(self) -> tuple[str, str]:
+        """``(distribution name, version)`` that provides the plugin (looked up lazily)."""
+        return distribution_of(self.target)
+
+
+def distribution_of(target: str) -> tuple[str, str]:
+    top = target.split(":", 1)[0].split(".", 1)[0]
+    try:
+        dists = importlib.metadata.packages_distributions().get(top, [])
+    except Exception:  # pragma: no cover - broken metadata elsewhere in the environment
+        dists = []
+    if not dists:
+        return ("unknown", "unknown")
+    name = dists[0]
+    try:
+        return (name, importlib.metadata.version(name))
+    except importlib.metadata.PackageNotFoundError:
+        return (name, "unknown")
+
+
+def _hook_names(pm: pluggy.PluginManager, plugin: object) -> tuple[str, ...]:
+    callers = pm.get_hookcallers(plugin) or []
+    return tuple(sorted(c.name for c in callers))
+
+
+class PluginHost:
+    """The one pluggy manager, the records of every plugin, and the quarantine."""
+
+    def __init__(self, settings: PluginSettings | None = None) -> None:
+        self.settings = settings or PluginSettings()
+        self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+        self.pm.add_hookspecs(hookspecs)
+        self.records: dict[str, PluginRecord] = {}
+        self._log = get_logger("ezpz.plugins")
+
+    # -- discovery -----------------------------------------------------------------
+    def _decide(self, name: str, builtin: bool) -> tuple[Status | None, str]:
+        s = self.settings
+        key = name.lower()
+        if key in s.deny or ("*" in s.deny and not builtin):
+            return "blocked", "named in EZPZ_DISABLE_PLUGINS"
+        if builtin:
+            return None, "built-in"
+        if s.allow is not None and key not in s.allow:
+            return "not-allowed", "not in EZPZ_PLUGINS" if s.autoload else "autoload disabled and not in EZPZ_PLUGINS"
+        if not s.autoload and s.allow is None:
+            return "not-allowed", "EZPZ_DISABLE_PLUGIN_AUTOLOAD=1 and not named in EZPZ_PLUGINS"
+        return None, "allowed" if s.allow is not None else "autoloaded"
+
+    def discover(self) -> None:
+        """Find, filter, import and register every plugin in the entry-point group."""
+        from stevedore import NamedExtensionManager
+
+        lister = NamedExtensionManager(ENTRY_POINT_GROUP, names=[], on_missing_entrypoints_callback=None)
+        entry_points = {ep.name: ep for ep in lister.list_entry_points()}
+        wanted: list[str] = []
+        reasons: dict[str, str] = {}
+        for name, ep in entry_points.items():
+            builtin = ep.value.startswith(BUILTIN_PREFIX)
+            status, reason = self._decide(name, builtin)
+            reasons[name] = reason
+            if status is None:
+                wanted.append(name)
+            else:
+                self.records[name] = PluginRecord(name=name, target=ep.value, status=status, builtin=builtin, reason=reason)
+
+        def on_failure(_manager: Any, ep: importlib.metadata.EntryPoint, err: BaseException) -> None:
+            self.quarantine(ep.name, err, stage="import", target=ep.value)
+
+        manager = NamedExtensionManager(
+            ENTRY_POINT_GROUP,
+            names=wanted,
+            name_order=True,
+            on_load_failure_callback=on_failure,
+            on_missing_entrypoints_callback=None,
+        )
+        for ext in manager.extensions:
+            builtin = ext.entry_point.value.startswith(BUILTIN_PREFIX)
+            self.register(ext.name, ext.plugin, target=ext.entry_point.value, builtin=builtin, reason=reasons[ext.name])
+        self.validate()
+
+    def register(self, name: str, plugin: object, *, target: str = "", builtin: bool = False, reason: str = "registered") -> bool:
+        """Register one plugin object (a module or instance) under ``name``."""
+        target = target or getattr(plugin, "__name__", type(plugin).__name__)
+        try:
+            self.pm.register(plugin, name=name)
+        except Exception as err:  # PluginValidationError, duplicate names
+            self.quarantine(name, err, stage="register", target=target)
+            return False
+        self.records[name] = PluginRecord(
+            name=name, target=target, status="loaded", builtin=builtin, reason=reason, hooks=_hook_names(self.pm, plugin)
+        )
+        return True
+
+    def validate(self) -> None:
+        """Quarantine plugins implementing hooks that no spec defines (typos)."""
+        while True:
+            try:
+                self.pm.check_pending()
+                return
+            except pluggy.PluginValidationError as err:
+                name = self.pm.get_name(err.plugin) or "?"
+                self.quarantine(name, err, stage="validate")
+
+    # -- quarantine ----------------------------------------------------------------
+    def quarantine(self, name: str, error: BaseException, *, stage: str, target: str | None = None) -> None:
+        """Unregister ``name``, record why, warn once; raise instead in strict mode."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin)
+        old = self.records.get(name)
+        target = target or (old.target if old else name)
+        builtin = old.builtin if old else target.startswith(BUILTIN_PREFIX)
+        message = f"{type(error).__name__}: {error}"
+        record = PluginRecord(name=name, target=target, status="failed", builtin=builtin, error=message, stage=stage,
+                              reason=f"quarantined at {stage}", hooks=old.hooks if old else ())
+        self.records[name] = record
+        dist, version = record.distribution
+        if self.settings.strict:
+            raise PluginError(
+                f"plugin {name!r} ({dist} {version}) failed at {stage}: {message}. "
+                "Strict mode is on (EZPZ_STRICT_PLUGINS=1): fix or uninstall the plugin, "
+                f"or exclude it with EZPZ_DISABLE_PLUGINS={name}"
+            ) from error
+        self._log.warning(
+            "plugin_quarantined", plugin=name, distribution=dist, version=version, stage=stage, error=message,
+            fix=f"upgrade or uninstall {dist}, or set EZPZ_DISABLE_PLUGINS={name}",
+        )
+
+    @property
+    def failures(self) -> list[PluginRecord]:
+        return [r for r in self.records.values() if r.status == "failed"]
+
+    def loaded(self) -> list[str]:
+        return [r.name for r in self.records.values() if r.status == "loaded"]
+
+    def snapshot(self) -> Mapping[str, PluginRecord]:
+        return dict(self.records)
+
+    def mark_hooks(self) -> None:
+        """Refresh the hook lists of loaded plugins (after late registrations)."""
+        for name, rec in list(self.records.items()):
+            plugin = self.pm.get_plugin(name)
+            if plugin is not None:
+                self.records[name] = evolve(rec, hooks=_hook_names(self.pm, plugin))
+
+
+def load_plugins(environ: Mapping[str, str] | None = None) -> PluginHost:
+    """Discover plugins with the controls from ``environ`` (default: the process environment)."""
+    host = PluginHost(PluginSettings.from_environ(os.environ if environ is None else environ))
+    host.discover()
+    return host

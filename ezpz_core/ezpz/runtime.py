@@ -1,0 +1,145 @@
+"""The runtime a training script uses: device, ranks, precision and profiling helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import field, frozen
+
+from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
+from ezpz.explain import Explanation
+
+__all__ = ["Runtime"]
+
+_NULL = contextlib.nullcontext()
+
+
+class _Range:
+    """Vendor range marker plus a torch ``record_function`` when the torch profiler is on."""
+
+    __slots__ = ("_name", "_push", "_pop", "_record")
+
+    def __init__(self, name: str, push: Any, pop: Any) -> None:
+        self._name, self._push, self._pop, self._record = name, push, pop, None
+
+    def __enter__(self) -> _Range:
+        import torch
+
+        if self._push is not None:
+            self._push(self._name)
+        if torch.autograd.profiler._is_profiler_enabled:
+            self._record = torch.autograd.profiler.record_function(self._name)
+            self._record.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._record is not None:
+            self._record.__exit__(*exc)
+            self._record = None
+        if self._pop is not None:
+            self._pop()
+
+
+@frozen(kw_only=True)
+class Runtime:
+    """What ``ezpz.hooks.setup()`` returns. Immutable; one per process.
+
+    Rank fields come from the launcher; ``device`` is a ``torch.device`` with
+    its index for per-rank accelerators; ``amp`` and ``profiling`` are the
+    plugin decisions behind :meth:`autocast`, :meth:`grad_scaler`,
+    :meth:`range`, :meth:`profiler` and :meth:`memory_stats`.
+    """
+
+    device: Any
+    device_type: str
+    vendor: str
+    backend: str
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node_rank: int
+    num_nodes: int
+    amp: AmpPolicy
+    profiling: ProfilingSupport
+    plan: SetupPlan = field(repr=False)
+    explanation: Explanation = field(repr=False)
+    process_group: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""
+        if not self.amp.autocast:
+            return _NULL
+        import torch
+
+        return torch.autocast(device_type=self.device_type, dtype=self.amp.torch_dtype)
+
+    def grad_scaler(self, **kwargs: Any) -> Any:
+        """A ``torch.amp.GradScaler``, enabled only where the policy needs one (fp16)."""
+        import torch
+
+        kwargs.setdefault("enabled", self.amp.grad_scaler)
+        return torch.amp.GradScaler(self.device_type, **kwargs)
+
+    def range(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        """A named range: vendor marker (NVTX/roctx/ITT) and, under the torch profiler, a record."""
+        push, pop = self.profiling.range_push, self.profiling.range_pop
+        if push is None:
+            import torch
+
+            if not torch.autograd.profiler._is_profiler_enabled:
+                return _NULL
+        return _Range(name, push, pop)
+
+    def profiler(self, **kwargs: Any) -> Any:
+        """``torch.profiler.profile`` with this device's activities (overridable via ``activities=``)."""
+        import torch
+
+        if "activities" not in kwargs:
+            kwargs["activities"] = [
+                getattr(torch.profiler.ProfilerActivity, a)
+                for a in self.profiling.activities
+                if hasattr(torch.profiler.ProfilerActivity, a)
+            ]
+        return torch.profiler.profile(**kwargs)
+
+    def memory_stats(self) -> Mapping[str, float]:
+        """Device memory statistics from the vendor plugin, plus this process's peak RSS."""
+        stats: dict[str, float] = {}
+        if self.profiling.memory_stats is not None:
+            stats.update(self.profiling.memory_stats(self.device))
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        stats["host_peak_rss_bytes"] = float(peak if sys.platform == "darwin" else peak * 1024)
+        return stats
+
+    def synchronize(self) -> None:
+        """Wait for this device's queued work (no-op on CPU)."""
+        import torch
+
+        module = torch.get_device_module(self.device_type) if self.device_type != "cpu" else None
+        sync = getattr(module, "synchronize", None)
+        if sync is not None:
+            sync()
+
+    def barrier(self) -> None:
+        """Block until every rank arrives (no-op for a single process)."""
+        if self.process_group:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def explain(self) -> Explanation:
+        """Every candidate considered, chosen or rejected, with its reason. ``str()`` it to read it."""
+        return self.explanation

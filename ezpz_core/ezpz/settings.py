@@ -1,0 +1,136 @@
+"""Every environment variable ezpz reads, parsed and validated in one place."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from attrs import frozen
+
+from ezpz.errors import ConfigError
+
+__all__ = ["PluginSettings", "SetupSettings", "parse_bool", "parse_names"]
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+PRECISION_CHOICES = ("auto", "bf16", "fp16", "fp32")
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def parse_bool(environ: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(name=name, value=raw, expected="one of 1/0, true/false, yes/no, on/off", fix=f"set {name}=1 or unset it")
+
+
+def parse_names(raw: str | None) -> frozenset[str] | None:
+    """``None`` stays None (unset); ``""`` is the empty set; ``"a, b"`` -> {"a", "b"}."""
+    if raw is None:
+        return None
+    return frozenset(n.strip().lower() for n in raw.split(",") if n.strip())
+
+
+@frozen(kw_only=True)
+class PluginSettings:
+    """Plugin controls, read when plugins are discovered (at ``import ezpz``)."""
+
+    allow: frozenset[str] | None = None
+    deny: frozenset[str] = frozenset()
+    autoload: bool = True
+    strict: bool = False
+    trace: bool = False
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> PluginSettings:
+        return cls(
+            allow=parse_names(environ.get("EZPZ_PLUGINS")),
+            deny=parse_names(environ.get("EZPZ_DISABLE_PLUGINS")) or frozenset(),
+            autoload=not parse_bool(environ, "EZPZ_DISABLE_PLUGIN_AUTOLOAD"),
+            strict=parse_bool(environ, "EZPZ_STRICT_PLUGINS"),
+            trace=parse_bool(environ, "EZPZ_TRACE_PLUGINS"),
+        )
+
+
+def _first(environ: Mapping[str, str], *names: str) -> tuple[str | None, str]:
+    for name in names:
+        value = environ.get(name)
+        if value is not None and value.strip():
+            return value.strip(), name
+    return None, names[0]
+
+
+@frozen(kw_only=True)
+class SetupSettings:
+    """The user's requests for ``setup()``: keyword arguments win over the environment.
+
+    ``*_from`` name where each value came from, so errors and the trace can say so.
+    """
+
+    device: str | None = None
+    device_from: str = "EZPZ_DEVICE"
+    backend: str | None = None
+    backend_from: str = "EZPZ_BACKEND"
+    precision: str = "auto"
+    precision_from: str = "EZPZ_PRECISION"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_from: str = "default"
+    log_all_ranks: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        environ: Mapping[str, str],
+        *,
+        device: str | None = None,
+        backend: str | None = None,
+        precision: str | None = None,
+        timeout: float | None = None,
+    ) -> SetupSettings:
+        env_device, device_var = _first(environ, "EZPZ_DEVICE", "TORCH_DEVICE")
+        env_backend, backend_var = _first(environ, "EZPZ_BACKEND", "TORCH_BACKEND")
+        env_precision, _ = _first(environ, "EZPZ_PRECISION")
+        if precision is not None:
+            prec, prec_from = precision, "setup(precision=...)"
+        else:
+            prec, prec_from = env_precision or "auto", "EZPZ_PRECISION"
+        if prec.strip().lower() not in PRECISION_CHOICES:
+            raise ConfigError(
+                name=prec_from, value=prec, expected=f"one of {', '.join(PRECISION_CHOICES)}",
+                fix=f"set {prec_from} to one of {', '.join(PRECISION_CHOICES)} (auto lets the device plugin pick)",
+            )
+        if timeout is not None:
+            timeout_s, timeout_from = _timeout(timeout, "setup(timeout=...)"), "setup(timeout=...)"
+        elif environ.get("EZPZ_TIMEOUT", "").strip():
+            timeout_s, timeout_from = _timeout(environ["EZPZ_TIMEOUT"], "EZPZ_TIMEOUT"), "EZPZ_TIMEOUT"
+        else:
+            timeout_s, timeout_from = DEFAULT_TIMEOUT_S, "default"
+        return cls(
+            device=device if device is not None else env_device,
+            device_from="setup(device=...)" if device is not None else device_var,
+            backend=backend if backend is not None else env_backend,
+            backend_from="setup(backend=...)" if backend is not None else backend_var,
+            precision=prec.strip().lower(),
+            precision_from=prec_from,
+            timeout_s=timeout_s,
+            timeout_from=timeout_from,
+            log_all_ranks=parse_bool(environ, "EZPZ_LOG_ALL_RANKS"),
+        )
+
+
+def _timeout(raw: object, name: str) -> float:
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(
+            name=name, value=raw, expected="a positive number of seconds",
+            fix=f"set {name} to the longest you will wait for every rank to arrive, e.g. 300",
+        )
+    return value
