@@ -18,6 +18,7 @@ from ezpz.calls import Hooks
 from ezpz.decisions import SetupPlan
 from ezpz.errors import SetupError, UnavailableError
 from ezpz.explain import Explanation
+from ezpz.facts import TorchBuild
 from ezpz.plugins import PluginHost, load_plugins
 from ezpz.runtime import Runtime
 from ezpz.settings import SetupSettings
@@ -55,15 +56,19 @@ def _plugin_rows(host: PluginHost) -> tuple[dict[str, Any], ...]:
 
 def plan(
     *, device: str | None = None, backend: str | None = None, precision: str | None = None,
-    timeout: float | None = None, environ: Mapping[str, str] | None = None,
+    timeout: float | None = None, environ: Mapping[str, str] | None = None, build: TorchBuild | None = None,
 ) -> tuple[SetupPlan, Explanation]:
-    """Decide everything ``setup()`` would, with no side effects. ``ezpz doctor`` prints this."""
+    """Decide everything ``setup()`` would, with no side effects. ``ezpz doctor`` prints this.
+
+    ``environ`` and ``build`` replace the process environment and the torch
+    build probe, so tests can feed recorded facts through the real decision path.
+    """
     from ezpz.planning import explain_plan, plan_setup
     from ezpz.probe import probe_torch_build
 
     env = os.environ if environ is None else environ
     settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)
-    the_plan = plan_setup(Hooks(_host), settings, env, probe_torch_build())
+    the_plan = plan_setup(Hooks(_host), settings, env, build or probe_torch_build())
     return the_plan, explain_plan(the_plan, settings, _plugin_rows(_host))
 
 
