@@ -2,9 +2,14 @@
 
 Importing ezpz discovers plugins (entry-point group ``ezpz``) and nothing more:
 no probing, no environment changes, no GPU initialisation.
+
+The original ezpz's names (``ezpz.setup_torch``, ``ezpz.get_rank``, ...)
+resolve lazily from :mod:`ezpz.compat`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pluggy
 
@@ -16,3 +21,14 @@ hookimpl = pluggy.HookimplMarker("ezpz")
 from ezpz import hooks  # noqa: E402  (needs hookimpl defined for the built-ins)
 
 __all__ = ["__version__", "hookimpl", "hooks"]
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve the original ezpz's helpers (``setup_torch``, ``get_rank``, ...) from ezpz.compat."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    from ezpz import compat
+
+    if name in getattr(compat, "__all__", ()):
+        return getattr(compat, name)
+    raise AttributeError(f"module 'ezpz' has no attribute {name!r}")
