@@ -1,1 +1,101 @@
-"""Built-in Apple MPS plugin (placeholder)."""
+"""Built-in Apple MPS plugin: device ``mps``, gloo, precision by torch and macOS version.
+
+Recorded facts (public sources):
+- fp16 autocast on MPS arrived in torch 2.5 (pytorch/pytorch#99272); a grad
+  scaler for MPS only in torch 2.8 (pytorch/pytorch#142397, noted in
+  huggingface/accelerate#3373), so fp16 *training* needs 2.8.
+- bf16 autocast on MPS arrived in torch 2.6 (pytorch/pytorch#139390) and needs
+  macOS 14 (Sonoma) or later (pytorch/pytorch#119641, Apple MPSDataType docs).
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+
+from attrs import frozen
+
+from ezpz import hookimpl
+from ezpz.decisions import AmpPolicy, BackendChoice, BackendOption, PrecisionOption, ProfilingSupport
+from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+from ezpz.policies import choose_backend, choose_precision
+
+
+@frozen(kw_only=True)
+class MpsFacts:
+    available: bool
+    macos: tuple[int, int]
+
+
+def probe_mps() -> MpsFacts:
+    """``torch.backends.mps.is_available()`` (no Metal context) and the macOS version."""
+    import torch
+
+    release = platform.mac_ver()[0]
+    parts = [int(p) for p in release.split(".")[:2] if p.isdigit()] if release else []
+    macos = (parts + [0, 0])[:2] if parts else (0, 0)
+    return MpsFacts(available=bool(torch.backends.mps.is_available()), macos=(macos[0], macos[1]))
+
+
+def mps_report(build: TorchBuild, facts: MpsFacts | None) -> ProbeReport:
+    if not build.mps_built:
+        return ProbeReport.rejected("mps", "apple", "torch built without MPS (only macOS arm64 builds have it)")
+    if facts is None or not facts.available:
+        return ProbeReport.rejected("mps", "apple", "torch has MPS but it is not available here (needs macOS 12.3+ on Apple silicon)")
+    return ProbeReport.found(DeviceCandidate(
+        device_type="mps", vendor="apple", priority=50, shared=True, count=1, facts=facts,
+        reason=f"Apple GPU via Metal (macOS {facts.macos[0]}.{facts.macos[1]})",
+    ))
+
+
+def mps_precision_options(build: TorchBuild, facts: MpsFacts) -> list[PrecisionOption]:
+    macos = f"macOS {facts.macos[0]}.{facts.macos[1]}"
+    if not build.at_least(2, 6):
+        bf16 = PrecisionOption(dtype="bf16", supported=False, reason=f"bf16 autocast on MPS needs torch 2.6+ (have {build.version})")
+    elif facts.macos < (14, 0):
+        bf16 = PrecisionOption(dtype="bf16", supported=False, reason=f"bf16 on MPS needs macOS 14+ (have {macos})")
+    else:
+        bf16 = PrecisionOption(dtype="bf16", supported=True, reason=f"bf16 autocast on MPS (torch {build.version}, {macos})")
+    if build.at_least(2, 8):
+        fp16 = PrecisionOption(dtype="fp16", supported=True, grad_scaler=True, reason="fp16 autocast with the MPS grad scaler (torch 2.8+)")
+    else:
+        fp16 = PrecisionOption(dtype="fp16", supported=False,
+                               reason=f"fp16 training on MPS needs the grad scaler from torch 2.8 (have {build.version})")
+    return [bf16, fp16]
+
+
+@hookimpl(trylast=True)
+def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
+    return mps_report(build, probe_mps() if build.mps_built else None)
+
+
+@hookimpl(trylast=True)
+def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None) -> BackendChoice | None:
+    if not isinstance(device.facts, MpsFacts):
+        return None
+    gloo = "gloo" in build.distributed_backends
+    options = [BackendOption(name="gloo", available=gloo,
+                             reason="MPS has no collective library; gloo over host memory" if gloo else "torch built without gloo")]
+    return choose_backend(options, requested=requested, device="mps")
+
+
+@hookimpl(trylast=True)
+def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
+    if not isinstance(device.facts, MpsFacts):
+        return None
+    return choose_precision(mps_precision_options(build, device.facts), requested=requested, device="mps")
+
+
+@hookimpl(trylast=True)
+def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
+    if not isinstance(device.facts, MpsFacts):
+        return None
+
+    def memory_stats(_device: object) -> dict[str, float]:
+        import torch
+
+        return {"allocated_bytes": float(torch.mps.current_allocated_memory()),
+                "driver_allocated_bytes": float(torch.mps.driver_allocated_memory())}
+
+    return ProfilingSupport(activities=("CPU",), memory_stats=memory_stats,
+                            reason="the torch profiler records MPS work under the CPU activity; memory from torch.mps")
