@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 
 from ezpz.calls import Hooks
 from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport, SetupPlan
-from ezpz.errors import UnavailableError
+from ezpz.errors import ConfigError, UnavailableError
 from ezpz.explain import Explanation
 from ezpz.facts import DeviceCandidate, LaunchEnv, Rejection, TorchBuild
 from ezpz.policies import choose_device
@@ -47,11 +48,13 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     )
     cand = device.candidate
 
-    answer = hooks.select_backend(cand, build, launch, settings.backend)
+    with _named_source("EZPZ_BACKEND", settings.backend_from):
+        answer = hooks.select_backend(cand, build, launch, settings.backend)
     if answer is None:
         raise _no_answer("ezpz_select_backend", cand)
     backend: BackendChoice = answer[1]
-    amp_answer = hooks.amp_policy(cand, build, settings.precision)
+    with _named_source("EZPZ_PRECISION", settings.precision_from):
+        amp_answer = hooks.amp_policy(cand, build, settings.precision)
     if amp_answer is None:
         raise _no_answer("ezpz_amp_policy", cand)
     amp: AmpPolicy = amp_answer[1]
@@ -61,6 +64,18 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     )
     return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
                      timeout_s=settings.timeout_s)
+
+
+@contextlib.contextmanager
+def _named_source(default: str, actual: str) -> Iterator[None]:
+    """Plugins name the canonical variable; say the one the user actually set (TORCH_BACKEND, a keyword)."""
+    try:
+        yield
+    except ConfigError as err:
+        if err.name != default or actual == default:
+            raise
+        raise type(err)(name=actual, value=err.value, expected=err.expected,
+                        fix=err.fix.replace(default, actual)) from err
 
 
 def _with_plugin(record, plugin: str):  # type: ignore[no-untyped-def]

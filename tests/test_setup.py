@@ -1,0 +1,136 @@
+"""setup(), the runtime and the overrides, in this process on this machine's CPU (real torch)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ezpz
+from ezpz.builtin.cpu import CpuFacts, cpu_candidate, cpu_precision_options
+from ezpz.errors import ConfigError, SetupError, UnavailableError
+from ezpz.policies import choose_precision
+
+
+@pytest.fixture
+def env(monkeypatch):
+    for name in ("EZPZ_DEVICE", "TORCH_DEVICE", "EZPZ_BACKEND", "TORCH_BACKEND", "EZPZ_PRECISION", "EZPZ_TIMEOUT",
+                 "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_single_process_setup_returns_a_complete_runtime(env):
+    rt = ezpz.hooks.setup()
+    assert rt.device == torch.device("cpu") and rt.device_type == "cpu" and rt.vendor == "cpu"
+    assert rt.backend == "gloo"
+    assert (rt.rank, rt.local_rank, rt.world_size, rt.local_world_size, rt.node_rank, rt.num_nodes) == (0, 0, 1, 1, 0, 1)
+    assert not rt.process_group and not torch.distributed.is_initialized()
+    assert ezpz.hooks.setup() is rt  # same runtime twice
+    assert ezpz.hooks.get_runtime() is rt
+
+
+def test_setup_again_with_other_overrides_raises(env):
+    ezpz.hooks.setup(precision="fp32")
+    with pytest.raises(SetupError, match="teardown"):
+        ezpz.hooks.setup(precision="bf16")
+    ezpz.hooks.teardown()
+    assert ezpz.hooks.setup(precision="bf16").amp.dtype == "bf16"
+
+
+def test_explain_lists_every_topic_with_reasons(env):
+    text = str(ezpz.hooks.setup().explain())
+    for topic in ("torch:", "launch:", "device: cpu", "backend: gloo", "precision:", "profiling:", "timeout:"):
+        assert topic in text
+    assert "not mps [mps]: apple: torch built without MPS" in text
+    data = ezpz.hooks.get_runtime().explain().to_dict()
+    assert {d["topic"] for d in data["decisions"]} >= {"launch", "device", "backend", "precision", "profiling"}
+    assert all(d["reason"] for d in data["decisions"])
+
+
+def test_cpu_with_native_bf16_autocasts_in_bf16(env):
+    facts = CpuFacts(model="this machine", machine="x86_64", flags={"avx512_bf16"})
+    policy = choose_precision(cpu_precision_options(facts), requested="auto", device="cpu")
+    assert policy.dtype == "bf16" and policy.autocast and not policy.grad_scaler
+    rt = ezpz.hooks.setup(precision="bf16")
+    lin = torch.nn.Linear(8, 8)
+    with rt.autocast():
+        out = lin(torch.randn(2, 8))
+    assert out.dtype == torch.bfloat16  # autocast really engaged
+
+
+def test_cpu_without_native_bf16_defaults_to_fp32_and_refuses_bf16():
+    facts = CpuFacts(model="Intel Xeon E5-2680 v4 (Broadwell)", machine="x86_64", flags={"avx2", "fma"})
+    auto = choose_precision(cpu_precision_options(facts), requested="auto", device="cpu (Broadwell)")
+    assert auto.dtype == "fp32" and not auto.autocast
+    assert "no low-precision dtype supported" in auto.reason
+    with pytest.raises(UnavailableError) as err:
+        choose_precision(cpu_precision_options(facts), requested="bf16", device="cpu (Broadwell)")
+    msg = str(err.value)
+    assert "EZPZ_PRECISION='bf16'" in msg and "cpu (Broadwell)" in msg and "no native bf16" in msg
+
+
+def test_fp32_policy_means_autocast_is_a_no_op(env):
+    rt = ezpz.hooks.setup(precision="fp32")
+    with rt.autocast():
+        assert torch.nn.Linear(4, 4)(torch.randn(1, 4)).dtype == torch.float32
+    assert not rt.grad_scaler().is_enabled()
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "needle"),
+    [
+        ("EZPZ_DEVICE", "warp-drive", "EZPZ_DEVICE='warp-drive'"),
+        ("TORCH_DEVICE", "cuda", "TORCH_DEVICE='cuda'"),
+        ("EZPZ_DEVICE", "cpu:x", "EZPZ_DEVICE='cpu:x'"),
+        ("EZPZ_BACKEND", "nccl", "EZPZ_BACKEND='nccl'"),
+        ("TORCH_BACKEND", "ccl", "TORCH_BACKEND='ccl'"),
+        ("EZPZ_PRECISION", "fp8", "EZPZ_PRECISION='fp8'"),
+        ("EZPZ_TIMEOUT", "soon", "EZPZ_TIMEOUT='soon'"),
+        ("EZPZ_TIMEOUT", "-1", "EZPZ_TIMEOUT='-1'"),
+    ],
+)
+def test_bad_overrides_name_the_variable_and_what_is_allowed(env, var, value, needle):
+    env.setenv(var, value)
+    with pytest.raises(ConfigError) as err:
+        ezpz.hooks.setup()
+    msg = str(err.value)
+    assert needle in msg and "expected" in msg and "Fix:" in msg
+
+
+def test_unknown_device_error_lists_what_is_offered(env):
+    env.setenv("EZPZ_DEVICE", "cuda")
+    with pytest.raises(UnavailableError, match=r"offer here: cpu \(cpu\)"):
+        ezpz.hooks.setup()
+
+
+def test_keyword_overrides_win_over_environment(env):
+    env.setenv("EZPZ_PRECISION", "bf16")
+    rt = ezpz.hooks.setup(precision="fp32", device="cpu", backend="gloo", timeout=7)
+    assert rt.amp.dtype == "fp32" and rt.plan.timeout_s == 7
+    assert "requested by setup(device=...)=cpu" in str(rt.explain())
+
+
+def test_range_is_free_without_profiler_and_recorded_under_it(env):
+    rt = ezpz.hooks.setup()
+    assert rt.range("a") is rt.range("b")  # the shared no-op context, nothing allocated
+    with rt.profiler() as prof:
+        with rt.range("ezpz-range-marker"):
+            torch.ones(4) @ torch.ones(4)
+    assert any(evt.key == "ezpz-range-marker" for evt in prof.key_averages())
+
+
+def test_memory_stats_and_profiler_activities(env):
+    rt = ezpz.hooks.setup()
+    assert rt.memory_stats()["host_peak_rss_bytes"] > 10e6
+    assert rt.profiling.activities == ("CPU",)
+
+
+def test_plan_has_no_side_effects(env):
+    plan, explanation = ezpz.hooks.plan(environ={"EZPZ_PRECISION": "fp32"})
+    assert plan.amp.dtype == "fp32" and ezpz.hooks.get_runtime() is None
+    assert explanation["device"].chosen == "cpu"
+
+
+def test_cpu_candidate_is_shared_and_lowest_priority():
+    c = cpu_candidate(CpuFacts(model="x", machine="x86_64", flags=set()))
+    assert c.shared and c.priority == 0 and c.reason
