@@ -1,0 +1,54 @@
+"""Test helpers for ezpz plugins: a conformance check, fresh hosts, and recorded torch builds.
+
+For a plugin's own test suite::
+
+    from ezpz.testing import assert_conformant, recorded_build
+
+    def test_conformant():
+        assert_conformant("ezpz_cuda.plugin")                        # this machine's inputs
+
+    def test_conformant_on_recorded_h100(h100_candidate):           # recorded inputs
+        assert_conformant("ezpz_cuda.plugin", build=recorded_build("cuda"), candidates=[h100_candidate])
+
+Fixtures (``ezpz_host``, ``recorded_build``) come with the pytest plugin
+:mod:`ezpz.testing.pytest_plugin`: ``pytest -p ezpz.testing.pytest_plugin``,
+``pytest_plugins = ["ezpz.testing.pytest_plugin"]`` in a top-level
+``conftest.py``, or ``from ezpz.testing.pytest_plugin import ezpz_host`` in a
+test module.
+
+* :func:`check_plugin` / :func:`assert_conformant`: every hook matches a spec,
+  registers without quarantine, returns its documented type with non-empty
+  reasons, ignores devices it did not offer, and the module imports without
+  vendor SDKs.
+* :func:`make_host` / :func:`make_plan`: a fresh plugin host (built-ins plus
+  the plugins you name) and the plan ``setup()`` would make with it.
+* :func:`recorded_build`: representative :class:`~ezpz.facts.TorchBuild` facts
+  per vendor wheel, adjustable per field.
+"""
+
+from __future__ import annotations
+
+from ezpz.testing.builds import BUILDS, recorded_build
+from ezpz.testing.conformance import (
+    HOOK_RETURNS,
+    VENDOR_SDK_MODULES,
+    CheckResult,
+    ConformanceReport,
+    assert_conformant,
+    check_plugin,
+)
+from ezpz.testing.hosts import builtin_plugins, make_host, make_plan
+
+__all__ = [
+    "BUILDS",
+    "HOOK_RETURNS",
+    "VENDOR_SDK_MODULES",
+    "CheckResult",
+    "ConformanceReport",
+    "assert_conformant",
+    "builtin_plugins",
+    "check_plugin",
+    "make_host",
+    "make_plan",
+    "recorded_build",
+]
