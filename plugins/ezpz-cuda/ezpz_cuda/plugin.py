@@ -1,0 +1,157 @@
+"""ezpz hook implementations for NVIDIA GPUs (entry point ``cuda`` in group ``ezpz``).
+
+Probe (``ezpz_cuda.probe``) -> facts (``ezpz_cuda.facts``) -> pure policies
+(``ezpz_cuda.policy``). Every hook after the probe answers only for a device
+this plugin offered (``isinstance(device.facts, CudaFacts)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ezpz import hookimpl
+from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+from ezpz.policies import choose_backend, choose_precision
+from ezpz_cuda import policy, probe
+from ezpz_cuda.facts import CudaFacts
+
+__all__ = [
+    "ezpz_amp_policy",
+    "ezpz_before_init",
+    "ezpz_probe_devices",
+    "ezpz_profiling",
+    "ezpz_select_backend",
+    "gather_facts",
+]
+
+
+def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | str:
+    """Run the probes this build and environment call for; return the facts, or why there is no device."""
+    rejected = policy.build_rejection(build)
+    if rejected:
+        return rejected
+    raw = environ.get(policy.VISIBLE_VAR)
+    visible = policy.parse_visible_devices(raw)
+    if visible.none:
+        return policy.zero_devices_reason(visible, "nvml")
+    notes: list[str] = []
+    try:
+        physical: tuple[Any, ...] | None = probe.nvml_gpus()
+    except probe.ProbeUnavailable as err:
+        physical = None
+        notes.append(f"NVML unavailable: {err}")
+    if physical is not None and (visible.mig or any(g.mig_enabled for g in physical)):
+        notes.append("MIG is enabled: CUDA shows MIG instances, which NVML's list of whole GPUs does not "
+                     "describe, so the CUDA runtime was asked instead")
+        physical = None
+    if physical is not None:
+        selection = policy.select_visible(visible, physical)
+        gpus = tuple(physical[i] for i in selection.indices)
+        ids = tuple(str(i) for i in selection.indices)
+        how = "nvml"
+        notes += [*selection.notes, *policy.order_notes(environ, gpus)]
+    else:
+        try:
+            gpus = probe.torch_gpus()
+        except probe.ProbeUnavailable as err:
+            return f"no CUDA device could be listed ({'; '.join([*notes, str(err)])})"
+        ids = policy.torch_physical_ids(visible, len(gpus))
+        how = "torch"
+    if not gpus:
+        return policy.zero_devices_reason(visible, how)
+    facts = CudaFacts(build=build, gpus=gpus, physical_ids=ids, probe=how, arch_list=probe.torch_arch_list(),
+                      visible_devices=raw, notes=notes)
+    return policy.unsupported_by_build(facts) or facts
+
+
+@hookimpl
+def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
+    """Offer ``cuda`` for the visible NVIDIA GPUs, or say why not."""
+    found = gather_facts(build, environ)
+    if isinstance(found, str):
+        return ProbeReport.rejected("cuda", "nvidia", found)
+    return ProbeReport.found(policy.cuda_candidate(found))
+
+
+@hookimpl
+def ezpz_select_backend(
+    device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
+) -> BackendChoice | None:
+    """NCCL, else gloo."""
+    if not isinstance(device.facts, CudaFacts):
+        return None
+    return choose_backend(policy.backend_options(build), requested=requested, device=policy.device_label(device.facts))
+
+
+@hookimpl
+def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
+    """bf16 from compute capability 8.0, fp16 with a grad scaler below; TF32 from 8.0.
+
+    Decided for the least capable visible GPU so every local rank agrees.
+    """
+    if not isinstance(device.facts, CudaFacts):
+        return None
+    gpu = device.facts.weakest
+    tf32, tf32_reason = policy.tf32_decision(gpu, build, requested)
+    return choose_precision(policy.precision_options(gpu), requested=requested, device=policy.device_label(device.facts),
+                            tf32=tf32, tf32_reason=tf32_reason)
+
+
+def _nvtx_push(name: str) -> Any:
+    import torch.cuda.nvtx
+
+    return torch.cuda.nvtx.range_push(name)
+
+
+def _nvtx_pop() -> Any:
+    import torch.cuda.nvtx
+
+    return torch.cuda.nvtx.range_pop()
+
+
+def cuda_memory_stats(device: Any) -> dict[str, float]:
+    """A flat view of ``torch.cuda`` memory counters for ``device`` (bytes and counts)."""
+    import torch
+
+    stats = torch.cuda.memory_stats(device)
+    free, total = torch.cuda.mem_get_info(device)
+    return {
+        "allocated_bytes": float(torch.cuda.memory_allocated(device)),
+        "reserved_bytes": float(torch.cuda.memory_reserved(device)),
+        "max_allocated_bytes": float(torch.cuda.max_memory_allocated(device)),
+        "max_reserved_bytes": float(torch.cuda.max_memory_reserved(device)),
+        "alloc_retries": float(stats.get("num_alloc_retries", 0)),
+        "ooms": float(stats.get("num_ooms", 0)),
+        "device_free_bytes": float(free),
+        "device_total_bytes": float(total),
+    }
+
+
+@hookimpl
+def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
+    """CPU+CUDA profiler activities, NVTX ranges, ``torch.cuda`` memory counters."""
+    if not isinstance(device.facts, CudaFacts):
+        return None
+    return ProfilingSupport(
+        activities=("CPU", "CUDA"),
+        marker="nvtx",
+        range_push=_nvtx_push,
+        range_pop=_nvtx_pop,
+        memory_stats=cuda_memory_stats,
+        reason="CUDA kernels via the CUPTI-backed CUDA profiler activity; ranges as NVTX (Nsight Systems) "
+        "plus torch record_function under the torch profiler; memory from torch.cuda's caching allocator",
+    )
+
+
+@hookimpl
+def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
+    """Sets nothing; says so only when the probe had to initialise CUDA (a fork hazard)."""
+    facts = plan.device.candidate.facts
+    if not isinstance(facts, CudaFacts) or facts.probe != "torch":
+        return None
+    return LifecycleAction(
+        reason="CUDA was initialised while probing devices (NVML was not usable): subprocesses forked from here "
+        "cannot use CUDA, so start CUDA workers with the 'spawn' method, or install ezpz-cuda[nvml]",
+    )
