@@ -1,0 +1,117 @@
+"""ezpz hook implementations for AMD ROCm (entry point ``rocm`` in group ``ezpz``).
+
+Every hook but the probe answers only for a device this plugin offered
+(``isinstance(device.facts, RocmFacts)``) and returns None otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ezpz import hookimpl
+from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+from ezpz.policies import choose_backend, choose_precision
+from ezpz_rocm import policy, probe
+from ezpz_rocm.facts import RocmFacts
+
+__all__ = [
+    "ezpz_amp_policy",
+    "ezpz_before_init",
+    "ezpz_probe_devices",
+    "ezpz_profiling",
+    "ezpz_select_backend",
+]
+
+PROFILING_REASON = (
+    "ROCm builds trace HIP kernels under torch.profiler.ProfilerActivity.CUDA (there is no separate HIP activity); "
+    "torch.cuda.nvtx is hipified to roctx (roctxRangePushA/roctxRangePop), so ranges appear in rocprof/rocprofv3 traces; "
+    "memory statistics come from torch.cuda"
+)
+
+
+@hookimpl
+def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
+    """Offer ``cuda`` (vendor ``amd``) on a ROCm build with at least one visible AMD GPU; say why not otherwise."""
+    if not build.hip:
+        return ProbeReport.rejected("cuda", "amd", policy.NOT_ROCM)
+    tunableop = policy.tunableop_requested(environ, build.hip)  # raises ConfigError naming EZPZ_ROCM_TUNABLEOP
+    try:
+        facts = probe.probe_rocm(build, environ, tunableop=tunableop)
+    except Exception as err:  # a broken driver or runtime is a reason, not a crash
+        return ProbeReport.rejected("cuda", "amd", f"ROCm build (HIP {build.hip}) but probing the GPUs failed: "
+                                    f"{type(err).__name__}: {err}")
+    if not facts.gpus:
+        where = f" after {facts.visible.var} ({facts.visible.reason})" if facts.visible.var else ""
+        return ProbeReport.rejected("cuda", "amd", f"ROCm build (HIP {build.hip}) but no AMD GPU is visible{where}; "
+                                    f"probed via {facts.source}")
+    return ProbeReport.found(policy.rocm_candidate(facts))
+
+
+@hookimpl
+def ezpz_select_backend(
+    device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
+) -> BackendChoice | None:
+    """RCCL (``nccl``) when the build has it, else gloo."""
+    if not isinstance(device.facts, RocmFacts):
+        return None
+    return choose_backend(policy.backend_options(build), requested=requested, device=policy.device_label(device.facts))
+
+
+@hookimpl
+def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
+    """bf16 on architectures with bf16 matrix units, else fp16 with a grad scaler; TF32 always off."""
+    if not isinstance(device.facts, RocmFacts):
+        return None
+    return choose_precision(
+        policy.precision_options(device.facts, requested), requested=requested,
+        device=policy.device_label(device.facts), tf32=False, tf32_reason=policy.TF32_REASON,
+    )
+
+
+def _range_push(message: str) -> Any:
+    import torch
+
+    return torch.cuda.nvtx.range_push(message)
+
+
+def _range_pop() -> Any:
+    import torch
+
+    return torch.cuda.nvtx.range_pop()
+
+
+def _memory_stats(device: Any) -> Mapping[str, float]:
+    import torch
+
+    stats: dict[str, float] = {
+        "allocated_bytes": float(torch.cuda.memory_allocated(device)),
+        "max_allocated_bytes": float(torch.cuda.max_memory_allocated(device)),
+        "reserved_bytes": float(torch.cuda.memory_reserved(device)),
+        "max_reserved_bytes": float(torch.cuda.max_memory_reserved(device)),
+    }
+    for key, value in torch.cuda.memory_stats(device).items():
+        if isinstance(value, (int, float)):
+            stats[key] = float(value)
+    return stats
+
+
+@hookimpl
+def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
+    """CPU + CUDA profiler activities, roctx ranges through torch.cuda.nvtx, torch.cuda memory statistics."""
+    if not isinstance(device.facts, RocmFacts):
+        return None
+    return ProfilingSupport(
+        activities=("CPU", "CUDA"), marker="roctx", range_push=_range_push, range_pop=_range_pop,
+        memory_stats=_memory_stats, reason=PROFILING_REASON,
+    )
+
+
+@hookimpl
+def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
+    """Turn TunableOp on (``PYTORCH_TUNABLEOP_ENABLED=1``) only when the user opted in with ``EZPZ_ROCM_TUNABLEOP``."""
+    facts = plan.device.candidate.facts
+    if not isinstance(facts, RocmFacts):
+        return None
+    return policy.tunableop_action(facts)
