@@ -1,0 +1,158 @@
+"""ezpz hook implementations for Intel GPUs (``xpu``).
+
+Each hook answers only for a candidate this plugin offered
+(``isinstance(device.facts, XpuFacts)``). Vendor modules (IPEX, the oneCCL
+bindings) are imported only inside :func:`ezpz_before_init`, only when the
+plan needs them, through :func:`ezpz_xpu.probe.import_module`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ezpz import hookimpl
+from ezpz._log import get_logger
+from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+from ezpz.errors import UnavailableError
+from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+from ezpz.policies import choose_backend, choose_precision
+
+from ezpz_xpu import policy, probe
+from ezpz_xpu.facts import XpuFacts
+
+__all__ = [
+    "ezpz_amp_policy",
+    "ezpz_before_init",
+    "ezpz_probe_devices",
+    "ezpz_profiling",
+    "ezpz_select_backend",
+]
+
+_MEMORY_FUNCS = (
+    ("allocated_bytes", "memory_allocated"),
+    ("reserved_bytes", "memory_reserved"),
+    ("max_allocated_bytes", "max_memory_allocated"),
+    ("max_reserved_bytes", "max_memory_reserved"),
+)
+
+
+@hookimpl
+def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
+    """Offer ``xpu`` when torch has XPU and Level Zero shows at least one device; otherwise say why not."""
+    why_not = policy.build_rejection(build)
+    if why_not:
+        return ProbeReport.rejected("xpu", "intel", why_not)
+    try:
+        facts = probe.probe_xpu(build, environ)
+    except Exception as err:  # a broken driver must not take the other plugins down
+        return ProbeReport.rejected("xpu", "intel", f"probing torch.xpu failed: {type(err).__name__}: {err}")
+    return policy.xpu_report(facts)
+
+
+@hookimpl
+def ezpz_select_backend(
+    device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
+) -> BackendChoice | None:
+    """xccl (torch >= 2.8), else ccl (oneCCL bindings installed), else gloo with a warning."""
+    if not isinstance(device.facts, XpuFacts):
+        return None
+    return choose_backend(policy.backend_options(device.facts, build), requested=requested,
+                          device=policy.device_label(device.facts))
+
+
+@hookimpl
+def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
+    """bf16 where the device has it natively, else fp16 with a scaler where FP64 allows, else fp32."""
+    if not isinstance(device.facts, XpuFacts):
+        return None
+    return choose_precision(policy.precision_options(device.facts, requested), requested=requested,
+                            device=policy.device_label(device.facts), tf32=False,
+                            tf32_reason=policy.tf32_reason(device.facts))
+
+
+@hookimpl
+def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
+    """XPU profiler activity, ITT ranges (VTune), memory from ``torch.xpu``."""
+    if not isinstance(device.facts, XpuFacts):
+        return None
+    if device.facts.itt:
+        return ProfilingSupport(
+            activities=("CPU", "XPU"), marker="itt", range_push=_itt_push, range_pop=_itt_pop,
+            memory_stats=_memory_stats,
+            reason="torch.profiler XPU activity (Kineto over PTI); ranges as Intel ITT tasks for VTune "
+                   "(torch.profiler.itt); memory from torch.xpu",
+        )
+    return ProfilingSupport(
+        activities=("CPU", "XPU"), memory_stats=_memory_stats,
+        reason="torch.profiler XPU activity; this torch has no ITT (torch.profiler.itt.is_available() is False), "
+               "so ranges are torch record_function only; memory from torch.xpu",
+    )
+
+
+@hookimpl
+def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
+    """Import IPEX only where the torch version needs it, the oneCCL bindings only for ``ccl``; say so."""
+    facts = plan.device.candidate.facts
+    if not isinstance(facts, XpuFacts):
+        return None
+    log = get_logger("ezpz.xpu")
+    todo = policy.legacy_imports(plan.build.version, plan.backend.name, facts)
+    said: list[str] = []
+    if todo.ipex:
+        try:
+            probe.import_module(probe.IPEX_MODULE)
+        except Exception as err:  # IPEX is optional help; a broken install should not stop the run
+            said.append(f"{todo.ipex_reason}; the import failed ({type(err).__name__}: {err}), continuing on native torch")
+        else:
+            said.append(todo.ipex_reason)
+        log.warning("ipex", action=said[-1])
+    else:
+        said.append(todo.ipex_reason)
+    if todo.ccl:
+        try:
+            probe.import_module(probe.CCL_MODULE)
+        except Exception as err:
+            raise UnavailableError(
+                name="backend", value="ccl",
+                expected=f"importable {probe.CCL_MODULE} matching torch {plan.build.version}",
+                fix=f"importing it failed ({type(err).__name__}: {err}): reinstall with {policy.CCL_INSTALL}, "
+                    "or use torch>=2.8 (xccl), or EZPZ_BACKEND=gloo",
+            ) from err
+        said.append(todo.ccl_reason or "imported oneccl_bindings_for_pytorch")
+    if plan.backend.name == "gloo" and plan.launch.distributed:
+        log.warning("xpu_backend_fallback", backend="gloo", reason=plan.backend.reason)
+        said.append("collectives fall back to gloo (CPU tensors only): " + plan.backend.reason)
+    return LifecycleAction(reason="; ".join(said))
+
+
+def _itt_push(name: str) -> Any:
+    from torch.profiler import itt
+
+    return itt.range_push(name)
+
+
+def _itt_pop() -> Any:
+    from torch.profiler import itt
+
+    return itt.range_pop()
+
+
+def _memory_stats(device: Any) -> dict[str, float]:
+    """Allocator counters from ``torch.xpu`` (those this torch has), plus free/total from ``mem_get_info``."""
+    import torch
+
+    stats: dict[str, float] = {}
+    for key, func in _MEMORY_FUNCS:
+        fn = getattr(torch.xpu, func, None)
+        if fn is not None:
+            stats[key] = float(fn(device))
+    info = getattr(torch.xpu, "mem_get_info", None)
+    if info is not None:
+        try:
+            free, total = info(device)
+        except RuntimeError:  # some drivers cannot report free memory
+            pass
+        else:
+            stats["free_bytes"], stats["total_bytes"] = float(free), float(total)
+    return stats
