@@ -1,0 +1,5 @@
+"""``python -m ezpz``: the ``ezpz`` command."""
+
+from ezpz.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,147 @@
+"""``ezpz doctor``: what ``setup()`` would decide here and why, and whatever is broken, with the fix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import ezpz
+from ezpz.cli._util import jsonable, relevant_env, scrub, table
+from ezpz.cli.plugins import plugin_rows
+from ezpz.errors import ConfigError, EzpzError
+from ezpz.explain import Explanation
+
+__all__ = ["add_parser", "collect", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="explain what setup() would choose here; exit 1 if something is broken",
+                       description=__doc__)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    p.set_defaults(func=run)
+
+
+def _problem(what: str, fix: str) -> dict[str, str]:
+    return {"what": what, "fix": fix}
+
+
+def _error(err: Exception) -> dict[str, Any]:
+    row: dict[str, Any] = {"type": type(err).__name__, "message": str(err)}
+    if isinstance(err, ConfigError):
+        row.update(name=err.name, value=jsonable(err.value), expected=err.expected, fix=err.fix)
+    return row
+
+
+def _torch_build(plan: Any) -> dict[str, Any]:
+    if plan is not None:
+        return jsonable(plan.build)
+    try:
+        from ezpz.probe import probe_torch_build
+
+        return jsonable(probe_torch_build())
+    except Exception as err:  # torch itself is broken: say so rather than crash
+        return {"error": f"{type(err).__name__}: {err}"}
+
+
+def _launcher(environ: Mapping[str, str]) -> dict[str, Any]:
+    from ezpz.launchers import select
+
+    try:
+        name, _driver, found, passed = select(environ)
+    except EzpzError as err:
+        return {"name": None, "reason": str(err), "passed_over": []}
+    return {"name": name, "reason": found.reason, "passed_over": [{"name": n, "reason": r} for n, r in passed]}
+
+
+def collect(environ: Mapping[str, str]) -> tuple[dict[str, Any], Explanation | None]:
+    """Everything doctor reports, as plain data (``ok`` False when something is broken), and the trace."""
+    problems: list[dict[str, str]] = []
+    plan = explanation = error = None
+    try:
+        plan, explanation = ezpz.hooks.plan(environ=environ)
+    except ConfigError as err:
+        error = _error(err)
+        problems.append(_problem(f"setup() would fail: {err.name}={err.value!r} is not valid: expected {err.expected}",
+                                 err.fix))
+    except EzpzError as err:
+        error = _error(err)
+        problems.append(_problem(f"setup() would fail: {err}", "follow the message above"))
+    except Exception as err:  # a bug; still report everything else
+        error = _error(err)
+        problems.append(_problem(f"setup() would crash: {type(err).__name__}: {err}",
+                                 "this is a bug in ezpz or a plugin; please report it with this output"))
+    plugins = plugin_rows(ezpz.hooks.get_plugin_host())
+    for row in plugins:
+        if row["status"] == "failed":
+            problems.append(_problem(
+                f"plugin {row['name']!r} ({row['distribution']} {row['version']}) is quarantined: "
+                f"failed at {row['stage']}: {row['error']}",
+                f"upgrade or uninstall {row['distribution']}, or set EZPZ_DISABLE_PLUGINS={row['name']}",
+            ))
+    torch_build = _torch_build(plan)
+    if "error" in torch_build:
+        problems.append(_problem(f"torch cannot be inspected: {torch_build['error']}", "reinstall torch"))
+    decisions = [jsonable(d) for d in explanation.decisions] if explanation else []
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "ezpz": {"version": ezpz.__version__, "python": platform.python_version(), "executable": sys.executable,
+                 "platform": platform.platform()},
+        "torch": torch_build,
+        "plugins": plugins,
+        "decisions": decisions,
+        "error": error,
+        "launcher": _launcher(environ),
+        "environment": relevant_env(environ),
+    }, explanation
+
+
+def _text(report: dict[str, Any], explanation: Explanation | None) -> str:
+    info, build = report["ezpz"], report["torch"]
+    lines = [f"ezpz {info['version']} doctor", f"  python  {info['python']} {info['executable']} ({info['platform']})"]
+    if "error" in build:
+        lines.append(f"  torch   BROKEN: {build['error']}")
+    else:
+        lines.append(f"  torch   {build['version']}  cuda={build['cuda']} hip={build['hip']} xpu={build['xpu_built']} "
+                     f"mps={build['mps_built']} distributed={build['distributed']} "
+                     f"backends={','.join(build['distributed_backends']) or 'none'}")
+    lines += ["", "plugins (entry-point group 'ezpz')"]
+    rows = []
+    for p in report["plugins"]:
+        detail = f"{p['stage']}: {p['error']}" if p["status"] == "failed" else (
+            ", ".join(h.removeprefix("ezpz_") for h in p["hooks"]) if p["status"] == "loaded" else p["reason"])
+        rows.append([p["name"], p["status"].upper() if p["status"] == "failed" else p["status"],
+                     f"{p['distribution']} {p['version']}", detail])
+    lines += table(rows)
+    lines += ["", "setup() here would decide"]
+    if explanation is not None:  # plugin failures are listed above and under problems
+        lines += ["  " + ln for ln in str(Explanation(decisions=explanation.decisions)).splitlines()]
+    else:
+        lines.append(f"  nothing: {report['error']['message']}")
+    launcher = report["launcher"]
+    lines += ["", "ezpz launch here would use"]
+    lines.append(f"  {launcher['name']}: {launcher['reason']}" if launcher["name"] else f"  no launcher: {launcher['reason']}")
+    lines += [f"    not {p['name']}: {p['reason']}" for p in launcher["passed_over"]]
+    lines += ["", "environment (EZPZ_*, torch, launcher, scheduler and vendor variables; secrets redacted)"]
+    lines += [f"  {k}={v}" for k, v in report["environment"].items()] or ["  none set"]
+    lines.append("")
+    if report["ok"]:
+        lines.append("ok: nothing broken")
+    else:
+        lines.append(f"{len(report['problems'])} problem(s):")
+        for prob in report["problems"]:
+            lines += [f"  - {prob['what']}", f"    fix: {prob['fix']}"]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    environ = os.environ
+    report, explanation = collect(environ)
+    out = json.dumps(report, indent=2, default=str) if args.json else _text(report, explanation)
+    print(scrub(out, environ))
+    return 0 if report["ok"] else 1

@@ -1,0 +1,68 @@
+"""``ezpz plugins``: every plugin with its distribution, version, hooks and status, and the launch drivers."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+from typing import Any
+
+from ezpz.cli._util import table
+from ezpz.plugins import PluginHost
+
+__all__ = ["add_parser", "driver_rows", "plugin_rows", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plugins", help="list plugins and launch drivers with version, hooks and status",
+                       description=__doc__)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.set_defaults(func=run)
+
+
+def plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
+    """One row per discovered plugin (entry-point group ``ezpz``)."""
+    rows = []
+    for rec in sorted(host.records.values(), key=lambda r: (not r.builtin, r.name)):
+        dist, version = rec.distribution
+        rows.append({"name": rec.name, "target": rec.target, "distribution": dist, "version": version,
+                     "status": rec.status, "builtin": rec.builtin, "hooks": list(rec.hooks), "reason": rec.reason,
+                     "error": rec.error, "stage": rec.stage})
+    return rows
+
+
+def driver_rows() -> list[dict[str, Any]]:
+    """One row per launch driver entry point (group ``ezpz.launchers``); none is imported."""
+    from ezpz.launchers import GROUP
+
+    rows = []
+    for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        dist = getattr(ep, "dist", None)
+        rows.append({"name": ep.name, "target": ep.value, "distribution": dist.name if dist else "unknown",
+                     "version": dist.version if dist else "unknown"})
+    return rows
+
+
+def _text(plugins: list[dict[str, Any]], drivers: list[dict[str, Any]]) -> str:
+    rows = []
+    for p in plugins:
+        what = ", ".join(h.removeprefix("ezpz_") for h in p["hooks"]) or "-"
+        if p["status"] == "failed":
+            what = f"{p['stage']}: {p['error']}"
+        elif p["status"] != "loaded":
+            what = p["reason"]
+        rows.append([p["name"], p["status"], p["distribution"], p["version"], what])
+    lines = ["plugins (entry-point group 'ezpz')",
+             *table(rows, ["NAME", "STATUS", "DISTRIBUTION", "VERSION", "HOOKS / WHY"])]
+    lines += ["", "launch drivers (entry-point group 'ezpz.launchers', for ezpz launch --launcher NAME)",
+              *table([[d["name"], d["distribution"], d["version"], d["target"]] for d in drivers],
+                     ["NAME", "DISTRIBUTION", "VERSION", "TARGET"])]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    import ezpz
+
+    plugins, drivers = plugin_rows(ezpz.hooks.get_plugin_host()), driver_rows()
+    print(json.dumps({"plugins": plugins, "launchers": drivers}, indent=2) if args.json else _text(plugins, drivers))
+    return 1 if any(p["status"] == "failed" for p in plugins) else 0

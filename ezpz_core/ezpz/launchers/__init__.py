@@ -1,0 +1,60 @@
+"""Launch drivers: build the right ``torchrun``/``mpiexec``/``srun`` command for where we are.
+
+Drivers are classes registered in entry-point group ``ezpz.launchers`` (see
+:mod:`ezpz.launchers.base` for the interface), loaded one at a time by name with
+stevedore, so a site adds its launcher by installing a package. :func:`prepare`
+picks the driver (or takes the one named), works out the layout and builds the
+command; :func:`ezpz.launchers.run.run` runs it. Nothing here starts a process
+except ``run``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from attrs import field, frozen
+
+from ezpz.errors import ConfigError
+from ezpz.launchers.base import Allocation, Command, Launcher, Layout, Match
+from ezpz.launchers.layout import accelerators_per_node, hostfile_allocation, resolve_layout
+from ezpz.launchers.registry import DEFAULT_ORDER, GROUP, installed, load, select
+
+__all__ = [
+    "DEFAULT_ORDER", "GROUP", "Allocation", "Command", "LaunchPlan", "Launcher", "Layout", "Match",
+    "installed", "load", "prepare", "select",
+]
+
+
+@frozen(kw_only=True)
+class LaunchPlan:
+    """The launcher chosen and why, those passed over, the layout, and the command."""
+
+    launcher: str
+    reason: str
+    layout: Layout
+    command: Command
+    passed_over: tuple[tuple[str, str], ...] = field(default=(), converter=tuple)
+
+
+def prepare(
+    argv: Sequence[str], *, launcher: str | None = None, n: int | None = None, ppn: int | None = None,
+    hostfile: str | None = None, environ: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """Choose a launcher and build the command that runs ``argv`` as ``n`` processes. No side effects."""
+    env = os.environ if environ is None else environ
+    if not argv:
+        raise ConfigError(name="command", value="", expected="the command to launch",
+                          fix="put it after --, e.g. ezpz launch -n 2 -- python train.py")
+    if launcher:
+        driver, passed = load(launcher), ()
+        reason = f"--launcher {launcher}"
+        found = driver.match(env)
+        reason += f" ({found.reason})" if found.applies else f" (though: {found.reason})"
+    else:
+        launcher, driver, found, passed = select(env)
+        reason = found.reason
+    alloc = hostfile_allocation(hostfile) if hostfile else driver.allocation(env)
+    layout = resolve_layout(alloc, n, ppn, lambda: accelerators_per_node(env))
+    command = driver.build(list(argv), layout, env)
+    return LaunchPlan(launcher=launcher, reason=reason, layout=layout, command=command, passed_over=passed)

@@ -1,0 +1,68 @@
+"""How many processes, how many per node, on which hosts: from flags, the allocation and the devices."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+from ezpz.errors import ConfigError
+from ezpz.launchers.base import Allocation, Layout
+
+__all__ = ["accelerators_per_node", "hostfile_allocation", "resolve_layout"]
+
+
+def hostfile_allocation(path: str) -> Allocation:
+    """An allocation from a user's ``--hostfile`` (one host per line; repeats collapse)."""
+    from ezpz.launch.hostlist import read_hostfile
+
+    try:
+        hosts = tuple(dict.fromkeys(h for h in read_hostfile(path) if h))
+    except OSError as err:
+        raise ConfigError(name="--hostfile", value=path, expected="a readable file with one host per line",
+                          fix=f"check the path ({err.strerror or err})") from None
+    if not hosts:
+        raise ConfigError(name="--hostfile", value=path, expected="at least one host", fix="list one host per line")
+    return Allocation(hosts=hosts, hostfile=path, source=f"--hostfile {path}")
+
+
+def accelerators_per_node(environ: Mapping[str, str]) -> tuple[int, str]:
+    """One process per accelerator this node has (as ``setup()`` would choose), else 1; with why."""
+    try:
+        from ezpz.hooks import plan
+
+        the_plan, _ = plan(environ=environ)
+    except Exception as err:  # a broken override must not stop a launch that names -n/--ppn
+        return 1, f"1 per node: could not probe devices ({type(err).__name__}: {err})"
+    cand = the_plan.device.candidate
+    if cand.shared or cand.count < 1:
+        return 1, f"1 per node: {cand.device_type} is one shared device; pass -n or --ppn for more"
+    return cand.count, f"{cand.count} per node: one per {cand.device_type} device ({cand.vendor})"
+
+
+def _positive(flag: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise ConfigError(name=flag, value=value, expected="a positive number of processes", fix=f"pass {flag} 1 or more")
+
+
+def resolve_layout(alloc: Allocation, n: int | None, ppn: int | None,
+                   default_ppn: Callable[[], tuple[int, str]]) -> Layout:
+    """Fill in whichever of ``n``/``ppn`` is missing and check the result fits the allocation."""
+    _positive("-n", n)
+    _positive("--ppn", ppn)
+    avail = len(alloc.hosts) or 1
+    if ppn is not None:
+        why_ppn = f"{ppn} per node (--ppn)"
+    elif n is not None:
+        ppn, why_ppn = math.ceil(n / avail), f"-n {n} spread over {avail} node(s)"
+    else:
+        ppn, why_ppn = default_ppn()
+    why_n = "-n" if n is not None else f"{ppn} per node x {avail} node(s) ({alloc.source})"
+    n = n if n is not None else ppn * avail
+    nodes = math.ceil(n / ppn)
+    if nodes > avail:
+        raise ConfigError(
+            name="-n", value=n, expected=f"at most {ppn * avail}: {ppn} per node on {avail} node(s) ({alloc.source})",
+            fix="lower -n, raise --ppn, or launch on more nodes (--hostfile, or a bigger allocation)",
+        )
+    return Layout(n=n, ppn=min(ppn, n), nodes=nodes, allocation=alloc,
+                  why=f"{n} process(es) from {why_n}; {why_ppn}; {nodes} node(s)")
