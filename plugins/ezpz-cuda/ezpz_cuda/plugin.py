@@ -93,9 +93,9 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
     """
     if not isinstance(device.facts, CudaFacts):
         return None
-    gpu = device.facts.weakest
+    gpu, label = device.facts.weakest, policy.device_label(device.facts)
     tf32, tf32_reason = policy.tf32_decision(gpu, build, requested)
-    return choose_precision(policy.precision_options(gpu), requested=requested, device=policy.device_label(device.facts),
+    return choose_precision(policy.precision_options(gpu, label), requested=requested, device=label,
                             tf32=tf32, tf32_reason=tf32_reason)
 
 

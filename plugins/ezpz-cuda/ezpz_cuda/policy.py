@@ -161,18 +161,16 @@ def parse_visible_devices(raw: str | None) -> VisibleDevices:
     if raw is None:
         return VisibleDevices(raw=None, restricted=False)
     parts = raw.split(",")
-    first = parts[0].strip()
-    if first.startswith(("GPU-", "MIG-")):
-        prefix = first[:4]
-        uuids: list[str] = []
-        for part in parts:
-            part = part.strip()
-            if part in uuids:
-                return VisibleDevices(raw=raw, restricted=True)
-            if not part.startswith(prefix):
-                break
-            uuids.append(part)
-        return VisibleDevices(raw=raw, restricted=True, entries=uuids)
+    for prefix in ("GPU-", "MIG-"):
+        if raw.startswith(prefix):
+            uuids: list[str] = []
+            for part in parts:
+                if part in uuids:
+                    return VisibleDevices(raw=raw, restricted=True)
+                if not part.startswith(prefix):
+                    break
+                uuids.append(part)
+            return VisibleDevices(raw=raw, restricted=True, entries=uuids)
     ordinals: list[int] = []
     for part in parts:
         value = _leading_int(part)
@@ -336,26 +334,30 @@ def backend_options(build: TorchBuild) -> list[BackendOption]:
 # -- precision -----------------------------------------------------------------------------
 
 
-def precision_options(gpu: GpuFacts) -> list[PrecisionOption]:
-    """bf16 then fp16 (auto takes the first supported), for ``gpu``'s compute capability."""
+def precision_options(gpu: GpuFacts, label: str | None = None) -> list[PrecisionOption]:
+    """bf16 then fp16 (auto takes the first supported), for ``gpu``'s compute capability.
+
+    ``label`` names the device in the reasons (default ``gpu.label``).
+    """
     cc = gpu.capability
+    name = label or gpu.label
     if cc >= BF16_MIN_CC:
         bf16 = PrecisionOption(dtype="bf16", supported=True,
-                               reason=f"{gpu.label} has bf16 tensor cores (compute capability >= 8.0): "
+                               reason=f"{name} has bf16 tensor cores (compute capability >= 8.0): "
                                "fp32's range, so no grad scaler")
     else:
         bf16 = PrecisionOption(dtype="bf16", supported=False,
-                               reason=f"{gpu.label} has no native bf16 (needs compute capability >= 8.0, Ampere); "
+                               reason=f"{name} has no native bf16 (needs compute capability >= 8.0, Ampere); "
                                "torch would emulate it slowly")
     if cc >= TENSOR_CORE_MIN_CC:
-        fp16_reason = f"{gpu.label} has fp16 tensor cores (compute capability >= 7.0)"
+        fp16_reason = f"{name} has fp16 tensor cores (compute capability >= 7.0)"
     elif cc >= FP16_MIN_CC:
-        fp16_reason = (f"{gpu.label} has native fp16 arithmetic (compute capability >= 5.3) but no tensor cores "
+        fp16_reason = (f"{name} has native fp16 arithmetic (compute capability >= 5.3) but no tensor cores "
                        "(those start at 7.0): it saves memory more than time")
         if cc in LOW_RATE_FP16:
             fp16_reason += "; compute capability 6.1 runs fp16 arithmetic at a low rate"
     else:
-        fp16_reason = f"{gpu.label} has no native fp16 arithmetic (needs compute capability >= 5.3)"
+        fp16_reason = f"{name} has no native fp16 arithmetic (needs compute capability >= 5.3)"
     fp16_ok = cc >= FP16_MIN_CC
     if fp16_ok:
         fp16_reason += "; fp16's narrow range needs a grad scaler"

@@ -1,0 +1,140 @@
+"""Fixtures for the ezpz-cuda suite: recorded facts in place of the probes, torchrun-style environments.
+
+Only the three probe functions in :mod:`ezpz_cuda.probe` are replaced; the
+plugin is reached through its real entry point, via ``ezpz.hooks.plan``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+import ezpz
+from ezpz.decisions import SetupPlan
+from ezpz.explain import Explanation
+from ezpz.facts import TorchBuild
+from ezpz_cuda import probe
+from ezpz_cuda.facts import GpuFacts
+
+import cuda_recorded as rec
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a real NVIDIA GPU (skipped unless torch.cuda.is_available())")
+
+
+class ProbeLog:
+    """What the (replaced) probes were asked, so tests can say which ran."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def cuda_plugin_loaded() -> Iterator[None]:
+    """The plugin must be a real, loaded entry point, before and after every test (no quarantine)."""
+    host = ezpz.hooks.get_plugin_host()
+    record = host.records.get("cuda")
+    if record is None or record.status != "loaded":
+        pytest.fail(f"ezpz-cuda is not loaded as the 'cuda' entry point ({record}); "
+                    "run: pip install -e plugins/ezpz-cuda --no-build-isolation")
+    yield
+    after = host.records.get("cuda")
+    assert after is not None and after.status == "loaded", f"the cuda plugin was quarantined: {after}"
+
+
+@pytest.fixture(autouse=True)
+def unrecorded_probes(monkeypatch: pytest.MonkeyPatch) -> ProbeLog:
+    """By default every probe reports 'not recorded', so no test reads this machine by accident."""
+    log = ProbeLog()
+
+    def missing(name: str) -> Callable[[], Any]:
+        def probe_fn() -> Any:
+            log.calls.append(name)
+            raise probe.ProbeUnavailable(f"{name} not recorded in this test")
+
+        return probe_fn
+
+    def no_arch() -> tuple[str, ...]:
+        log.calls.append("torch_arch_list")
+        return ()
+
+    monkeypatch.setattr(probe, "nvml_gpus", missing("nvml_gpus"))
+    monkeypatch.setattr(probe, "torch_gpus", missing("torch_gpus"))
+    monkeypatch.setattr(probe, "torch_arch_list", no_arch)
+    return log
+
+
+@pytest.fixture
+def record(monkeypatch: pytest.MonkeyPatch, unrecorded_probes: ProbeLog) -> Callable[..., None]:
+    """Install recorded facts in place of the probes.
+
+    ``record(gpus, build)`` answers NVML with ``gpus`` (all physical GPUs, NVML
+    order) and the arch list with the build's recorded one; ``via="torch"``
+    makes NVML unavailable and answers the CUDA-runtime probe instead (GPUs as
+    torch sees them, after ``CUDA_VISIBLE_DEVICES``).
+    """
+
+    def install(gpus: Sequence[GpuFacts], build: TorchBuild, *, via: str = "nvml",
+                arch: Sequence[str] | None = None) -> None:
+        log = unrecorded_probes
+        arch_list = tuple(rec.ARCH.get(build.version, ()) if arch is None else arch)
+
+        def answer(name: str, value: tuple[Any, ...]) -> Callable[[], tuple[Any, ...]]:
+            def probe_fn() -> tuple[Any, ...]:
+                log.calls.append(name)
+                return value
+
+            return probe_fn
+
+        if via == "nvml":
+            monkeypatch.setattr(probe, "nvml_gpus", answer("nvml_gpus", tuple(gpus)))
+        else:
+            monkeypatch.setattr(probe, "torch_gpus", answer("torch_gpus", tuple(gpus)))
+        monkeypatch.setattr(probe, "torch_arch_list", answer("torch_arch_list", arch_list))
+
+    return install
+
+
+def torchrun(rank: int, world_size: int, local_rank: int, local_world_size: int, **extra: str) -> dict[str, str]:
+    """The variables torchrun (torch.distributed.run) sets for one worker."""
+    env = {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(local_rank),
+        "LOCAL_WORLD_SIZE": str(local_world_size),
+        "GROUP_RANK": str(rank // local_world_size),
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": str(world_size),
+        "MASTER_ADDR": "10.1.0.1",
+        "MASTER_PORT": "29500",
+        "TORCHELASTIC_RUN_ID": "ezpz-cuda-recorded",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+    }
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def torchrun_supported() -> None:
+    """Skip tests that need the core to read torchrun's variables while its launch detection is a placeholder."""
+    env = torchrun(rank=5, world_size=8, local_rank=1, local_world_size=4)
+    plan, _ = ezpz.hooks.plan(environ=env, build=rec.TORCH_2_13_CPU)
+    if (plan.launch.local_rank, plan.launch.world_size) != (1, 8):
+        pytest.skip(f"ezpz's launch detection ignores torchrun variables here (launcher {plan.launch.launcher!r}, "
+                    f"reason {plan.launch.reason!r}): core launch module not landed yet")
+
+
+def plan_with(environ: dict[str, str], build: TorchBuild) -> tuple[SetupPlan, Explanation]:
+    """``ezpz.hooks.plan`` with the recorded build and environment: the real decision path."""
+    return ezpz.hooks.plan(environ=environ, build=build)
+
+
+def rejection(plan: SetupPlan, plugin: str = "cuda") -> str:
+    """The reason ``plugin`` gave for not offering its device, from the plan's trace."""
+    found = [a.reason for a in plan.device.alternatives if a.plugin == plugin]
+    assert found, f"plugin {plugin!r} neither won nor said why not: {plan.device.alternatives}"
+    return found[0]
