@@ -25,6 +25,7 @@ __all__ = [
 
 Precision = Literal["bf16", "fp16", "fp32"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32")
+_TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 def _explained(instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -91,7 +92,7 @@ class AmpPolicy:
     def torch_dtype(self) -> Any:
         import torch
 
-        return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[self.dtype]
+        return getattr(torch, _TORCH_DTYPE_NAMES[self.dtype])
 
 
 @frozen(kw_only=True)

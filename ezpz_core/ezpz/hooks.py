@@ -11,17 +11,18 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
+from typing import TYPE_CHECKING
 
 from ezpz import _log
-from ezpz.calls import Hooks
-from ezpz.decisions import SetupPlan
 from ezpz.errors import SetupError, UnavailableError
-from ezpz.explain import Explanation
-from ezpz.facts import TorchBuild
 from ezpz.plugins import PluginHost, load_plugins
-from ezpz.runtime import Runtime
 from ezpz.settings import SetupSettings
+
+if TYPE_CHECKING:  # imported where used: `import ezpz` only discovers plugins
+    from ezpz.decisions import SetupPlan
+    from ezpz.explain import Explanation
+    from ezpz.facts import TorchBuild
+    from ezpz.runtime import Runtime
 
 __all__ = ["get_plugin_host", "get_runtime", "plan", "reload_plugins", "setup", "teardown"]
 
@@ -51,6 +52,8 @@ def get_runtime() -> Runtime | None:
 
 
 def _plugin_rows(host: PluginHost) -> tuple[dict[str, Any], ...]:
+    import attrs
+
     return tuple(attrs.asdict(r) for r in host.records.values())
 
 
@@ -63,6 +66,7 @@ def plan(
     ``environ`` and ``build`` replace the process environment and the torch
     build probe, so tests can feed recorded facts through the real decision path.
     """
+    from ezpz.calls import Hooks
     from ezpz.planning import explain_plan, plan_setup
     from ezpz.probe import probe_torch_build
 
@@ -84,8 +88,12 @@ def setup(
     ``torch.distributed.init_process_group`` runs only when world size > 1.
     """
     global _runtime, _runtime_settings
+    import attrs
+
+    from ezpz.calls import Hooks
     from ezpz.planning import explain_plan, plan_setup
     from ezpz.probe import probe_torch_build
+    from ezpz.runtime import Runtime
 
     env = os.environ
     settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)

@@ -65,7 +65,7 @@ def choose_device(
         matching = [c for c in ranked if _matches(c, kind)]
         if not matching:
             offered = ", ".join(f"{c.device_type} ({c.plugin})" for c in ranked) or "nothing"
-            why_not = "; ".join(f"{r.device_type}: {r.reason}" for r in rejected if r.name == kind or kind in r.reason)
+            why_not = "; ".join(f"{r.name}: {r.reason}" for r in rejected if r.name == kind or kind in r.reason)
             raise UnavailableError(
                 name=requested_from,
                 value=requested,

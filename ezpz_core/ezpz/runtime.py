@@ -69,6 +69,11 @@ class Runtime:
     plan: SetupPlan = field(repr=False)
     explanation: Explanation = field(repr=False)
     process_group: bool = False
+    _autocast_kwargs: dict[str, Any] | None = field(init=False, repr=False, eq=False)
+
+    @_autocast_kwargs.default
+    def _make_autocast_kwargs(self) -> dict[str, Any] | None:
+        return {"device_type": self.device_type, "dtype": self.amp.torch_dtype} if self.amp.autocast else None
 
     @property
     def is_main(self) -> bool:
@@ -80,11 +85,12 @@ class Runtime:
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""
-        if not self.amp.autocast:
+        kwargs = self._autocast_kwargs
+        if kwargs is None:
             return _NULL
         import torch
 
-        return torch.autocast(device_type=self.device_type, dtype=self.amp.torch_dtype)
+        return torch.autocast(**kwargs)
 
     def grad_scaler(self, **kwargs: Any) -> Any:
         """A ``torch.amp.GradScaler``, enabled only where the policy needs one (fp16)."""

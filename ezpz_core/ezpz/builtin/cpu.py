@@ -5,12 +5,15 @@ from __future__ import annotations
 import platform
 from collections.abc import Mapping
 
+from typing import TYPE_CHECKING
+
 from attrs import field, frozen
 
 from ezpz import hookimpl
-from ezpz.decisions import AmpPolicy, BackendChoice, BackendOption, PrecisionOption, ProfilingSupport
-from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
-from ezpz.policies import choose_backend, choose_precision
+
+if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
+    from ezpz.decisions import AmpPolicy, BackendChoice, PrecisionOption, ProfilingSupport
+    from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX512-BF16 / AMX-BF16; aarch64 FEAT_BF16
 FP16_FLAGS = ("avx512_fp16", "amx_fp16")
@@ -42,6 +45,8 @@ def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> CpuFacts:
 
 
 def cpu_candidate(facts: CpuFacts) -> DeviceCandidate:
+    from ezpz.facts import DeviceCandidate
+
     return DeviceCandidate(
         device_type="cpu", vendor="cpu", priority=0, shared=True, count=1, names=(facts.model,), facts=facts,
         reason="the CPU is always available (fallback of last resort)",
@@ -50,6 +55,8 @@ def cpu_candidate(facts: CpuFacts) -> DeviceCandidate:
 
 
 def cpu_precision_options(facts: CpuFacts) -> list[PrecisionOption]:
+    from ezpz.decisions import PrecisionOption
+
     bf16 = [f for f in BF16_FLAGS if f in facts.flags]
     fp16 = [f for f in FP16_FLAGS if f in facts.flags]
     return [
@@ -67,6 +74,8 @@ def cpu_precision_options(facts: CpuFacts) -> list[PrecisionOption]:
 
 @hookimpl(trylast=True)
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
+    from ezpz.facts import ProbeReport
+
     return ProbeReport.found(cpu_candidate(probe_cpu()))
 
 
@@ -74,6 +83,9 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None) -> BackendChoice | None:
     if not isinstance(device.facts, CpuFacts):
         return None
+    from ezpz.decisions import BackendOption
+    from ezpz.policies import choose_backend
+
     have = set(build.distributed_backends)
     options = [
         BackendOption(name="gloo", available="gloo" in have,
@@ -88,6 +100,8 @@ def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: Laun
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
     if not isinstance(device.facts, CpuFacts):
         return None
+    from ezpz.policies import choose_precision
+
     return choose_precision(cpu_precision_options(device.facts), requested=requested, device=f"cpu ({device.facts.model})")
 
 
@@ -95,4 +109,6 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     if not isinstance(device.facts, CpuFacts):
         return None
+    from ezpz.decisions import ProfilingSupport
+
     return ProfilingSupport(activities=("CPU",), reason="CPU profiler activity; ranges via torch record_function under the profiler")

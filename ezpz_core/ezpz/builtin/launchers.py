@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from typing import TYPE_CHECKING
+
 from ezpz import hookimpl
-from ezpz.facts import LaunchEnv
+
+if TYPE_CHECKING:
+    from ezpz.facts import LaunchEnv
 
 
 @hookimpl(trylast=True)

@@ -13,12 +13,15 @@ from __future__ import annotations
 import platform
 from collections.abc import Mapping
 
+from typing import TYPE_CHECKING
+
 from attrs import frozen
 
 from ezpz import hookimpl
-from ezpz.decisions import AmpPolicy, BackendChoice, BackendOption, PrecisionOption, ProfilingSupport
-from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
-from ezpz.policies import choose_backend, choose_precision
+
+if TYPE_CHECKING:  # imported in the hook bodies to keep `import ezpz` cheap
+    from ezpz.decisions import AmpPolicy, BackendChoice, PrecisionOption, ProfilingSupport
+    from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 
 @frozen(kw_only=True)
@@ -38,6 +41,8 @@ def probe_mps() -> MpsFacts:
 
 
 def mps_report(build: TorchBuild, facts: MpsFacts | None) -> ProbeReport:
+    from ezpz.facts import DeviceCandidate, ProbeReport
+
     if not build.mps_built:
         return ProbeReport.rejected("mps", "apple", "torch built without MPS (only macOS arm64 builds have it)")
     if facts is None or not facts.available:
@@ -49,6 +54,8 @@ def mps_report(build: TorchBuild, facts: MpsFacts | None) -> ProbeReport:
 
 
 def mps_precision_options(build: TorchBuild, facts: MpsFacts) -> list[PrecisionOption]:
+    from ezpz.decisions import PrecisionOption
+
     macos = f"macOS {facts.macos[0]}.{facts.macos[1]}"
     if not build.at_least(2, 6):
         bf16 = PrecisionOption(dtype="bf16", supported=False, reason=f"bf16 autocast on MPS needs torch 2.6+ (have {build.version})")
@@ -73,6 +80,9 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None) -> BackendChoice | None:
     if not isinstance(device.facts, MpsFacts):
         return None
+    from ezpz.decisions import BackendOption
+    from ezpz.policies import choose_backend
+
     gloo = "gloo" in build.distributed_backends
     options = [BackendOption(name="gloo", available=gloo,
                              reason="MPS has no collective library; gloo over host memory" if gloo else "torch built without gloo")]
@@ -83,6 +93,8 @@ def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: Laun
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
     if not isinstance(device.facts, MpsFacts):
         return None
+    from ezpz.policies import choose_precision
+
     return choose_precision(mps_precision_options(build, device.facts), requested=requested, device="mps")
 
 
@@ -90,6 +102,7 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     if not isinstance(device.facts, MpsFacts):
         return None
+    from ezpz.decisions import ProfilingSupport
 
     def memory_stats(_device: object) -> dict[str, float]:
         import torch

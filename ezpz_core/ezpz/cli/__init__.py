@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail on stderr (-vv for debug)")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     for module in (doctor, plugins, launch, smoke):
         module.add_parser(sub)
     return parser
@@ -63,16 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     log = configure_logging(args.verbose, args.quiet)
-    log.debug("cli", command=args.command, argv=list(sys.argv[1:] if argv is None else argv))
+    log.debug("cli", command=args.subcommand, argv=list(sys.argv[1:] if argv is None else argv))
     try:
         return int(args.func(args))
     except ConfigError as error:
-        err(f"ezpz {args.command}: error: {error.name}={error.value!r} is not valid: expected {error.expected}")
-        err(f"ezpz {args.command}: fix: {error.fix}")
+        err(f"ezpz {args.subcommand}: error: {error.name}={error.value!r} is not valid: expected {error.expected}")
+        err(f"ezpz {args.subcommand}: fix: {error.fix}")
         return 2
     except EzpzError as error:
-        err(f"ezpz {args.command}: error: {error}")
+        err(f"ezpz {args.subcommand}: error: {error}")
         return 2
     except KeyboardInterrupt:
-        err(f"ezpz {args.command}: interrupted")
+        err(f"ezpz {args.subcommand}: interrupted")
         return 130

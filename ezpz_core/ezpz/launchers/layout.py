@@ -32,11 +32,11 @@ def accelerators_per_node(environ: Mapping[str, str]) -> tuple[int, str]:
 
         the_plan, _ = plan(environ=environ)
     except Exception as err:  # a broken override must not stop a launch that names -n/--ppn
-        return 1, f"1 per node: could not probe devices ({type(err).__name__}: {err})"
+        return 1, f"could not probe devices ({type(err).__name__}: {err})"
     cand = the_plan.device.candidate
     if cand.shared or cand.count < 1:
-        return 1, f"1 per node: {cand.device_type} is one shared device; pass -n or --ppn for more"
-    return cand.count, f"{cand.count} per node: one per {cand.device_type} device ({cand.vendor})"
+        return 1, f"{cand.device_type} is one device shared by all ranks; pass -n or --ppn for more"
+    return cand.count, f"one per {cand.device_type} device ({cand.vendor})"
 
 
 def _positive(flag: str, value: int | None) -> None:
@@ -51,12 +51,12 @@ def resolve_layout(alloc: Allocation, n: int | None, ppn: int | None,
     _positive("--ppn", ppn)
     avail = len(alloc.hosts) or 1
     if ppn is not None:
-        why_ppn = f"{ppn} per node (--ppn)"
+        why_ppn = "--ppn"
     elif n is not None:
-        ppn, why_ppn = math.ceil(n / avail), f"-n {n} spread over {avail} node(s)"
+        ppn, why_ppn = math.ceil(n / avail), f"-n spread over {avail} node(s)"
     else:
         ppn, why_ppn = default_ppn()
-    why_n = "-n" if n is not None else f"{ppn} per node x {avail} node(s) ({alloc.source})"
+    why_n = "-n" if n is not None else f"{ppn} per node x {avail} node(s)"
     n = n if n is not None else ppn * avail
     nodes = math.ceil(n / ppn)
     if nodes > avail:
@@ -65,4 +65,5 @@ def resolve_layout(alloc: Allocation, n: int | None, ppn: int | None,
             fix="lower -n, raise --ppn, or launch on more nodes (--hostfile, or a bigger allocation)",
         )
     return Layout(n=n, ppn=min(ppn, n), nodes=nodes, allocation=alloc,
-                  why=f"{n} process(es) from {why_n}; {why_ppn}; {nodes} node(s)")
+                  why=f"{n} process(es) ({why_n}), {min(ppn, n)} per node ({why_ppn}), "
+                      f"on {nodes} of {avail} node(s) ({alloc.source})")

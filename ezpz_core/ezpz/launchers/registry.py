@@ -38,16 +38,17 @@ def load(name: str) -> Launcher:
     def failed(_manager: Any, ep: Any, err: BaseException) -> None:
         raise EzpzError(f"launcher {name!r} ({ep.value}) failed to load: {type(err).__name__}: {err}") from err
 
-    try:
-        manager = DriverManager(GROUP, name, invoke_on_load=True, on_load_failure_callback=failed,
-                                on_missing_entrypoints_callback=None)
-    except NoMatches:
-        names = installed()
+    names = installed()  # checked first: stevedore's DriverManager warns about a missing name on its own
+    if name not in names:
         raise ConfigError(
             name="--launcher", value=name, expected=f"an installed launcher: {', '.join(names) or 'none installed'}",
             fix=f"pick one of {', '.join(names)}, or install a package that registers {name!r} "
                 f"in entry-point group {GROUP!r}",
-        ) from None
+        )
+    try:
+        manager = DriverManager(GROUP, name, invoke_on_load=True, on_load_failure_callback=failed)
+    except NoMatches as err:  # listed but not loadable (e.g. its distribution's requirements are missing)
+        raise EzpzError(f"launcher {name!r} is registered but could not be loaded: {err}") from None
     return manager.driver
 
 

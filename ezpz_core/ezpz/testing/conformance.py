@@ -507,7 +507,9 @@ def _host_checks(t: _Target, build: TorchBuild, environ: Mapping[str, str]) -> l
     try:
         plan = make_plan(host, environ=environ, build=build)
     except Exception as err:  # noqa: BLE001
-        results.append(CheckResult("plan with the built-ins", False, f"raised {type(err).__name__}: {_one_line(err)}"))
+        quarantined = "".join(f"; quarantined {r.name} at {r.stage}: {r.error}" for r in host.failures)
+        results.append(CheckResult("plan with the built-ins", False,
+                                   f"raised {type(err).__name__}: {_one_line(err)}{quarantined}"))
         return results
     failed = [f"{r.name} at {r.stage}: {r.error}" for r in host.failures]
     results.append(CheckResult(
@@ -518,6 +520,13 @@ def _host_checks(t: _Target, build: TorchBuild, environ: Mapping[str, str]) -> l
     return results
 
 
+def _findable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 _ISOLATED_SOURCE = Path(__file__).with_name("_isolated_import.py")
 
 
@@ -525,7 +534,7 @@ def _isolated_import(
     module: str | None, sdk_modules: Sequence[str], allow_imports: Iterable[str], timeout: float = 120.0
 ) -> CheckResult:
     name = "imports without vendor SDKs"
-    if module is None or module == "__main__" or importlib.util.find_spec(module) is None:
+    if module is None or module == "__main__" or not _findable(module):
         return CheckResult(name, True, f"skipped: {module!r} is not an importable module", skipped=True)
     env = dict(os.environ)
     env.pop("EZPZ_PLUGINS", None)
@@ -549,19 +558,27 @@ def _isolated_import(
             return CheckResult(name, False, f"child interpreter exited {proc.returncode}: {' | '.join(tail)}")
         result = json.loads(out.read_text(encoding="utf-8"))
     problems: list[str] = []
-    tried = sorted({a["module"] for a in result["attempts"] if a["phase"] == "plugin"})
+    top = module.split(".", 1)[0]
+
+    def own(importer: str) -> bool:  # the plugin's own code, not a library it pulled in
+        return importer == top or importer.startswith(top + ".") or importer == module
+
+    direct = [i for i in result["imports"] if own(i["by"])]
+    tried = sorted({i["module"] for i in direct if i["blocked"]})
     if tried:
         problems.append(f"tried to import {', '.join(tried)} at module import (import vendor SDKs inside hook bodies)")
     if not result["ok"]:
         last = (result["error"] or "").strip().splitlines()[-1:] or ["unknown error"]
         problems.append(f"import failed without the SDKs: {last[0]}")
-    top = module.split(".", 1)[0]
     allowed = set(sys.stdlib_module_names) | {top, "ezpz"} | set(allow_imports)
-    heavy = sorted({m.split(".", 1)[0] for m in result["new_modules"]} - allowed)
+    heavy = sorted({i["module"].split(".", 1)[0] for i in direct if not i["blocked"]} - allowed)
     if heavy:
+        pulled = len({m.split(".", 1)[0] for m in result["new_modules"]} - allowed - set(heavy))
         problems.append(
-            f"imports {', '.join(heavy)} at module import; a plugin module may import only the standard library "
-            "and ezpz (import the rest inside hook bodies, or pass allow_imports=)"
+            f"imports {', '.join(heavy)} at module import"
+            + (f" (pulling in {pulled} more top-level package(s))" if pulled else "")
+            + "; a plugin module may import only the standard library and ezpz "
+            "(import the rest inside hook bodies, or pass allow_imports=)"
         )
     if result.get("baseline_error"):
         problems.append(f"importing ezpz itself failed: {result['baseline_error'].strip().splitlines()[-1]}")
@@ -608,9 +625,11 @@ def check_plugin(
     try:
         t = _resolve(plugin)
     except Exception as err:  # noqa: BLE001
-        return ConformanceReport(plugin=str(plugin), target=str(plugin), results=(
-            CheckResult("resolve", False, f"could not load {plugin!r}: {type(err).__name__}: {_one_line(err)}"),
-        ))
+        failed = [CheckResult("resolve", False, f"could not load {plugin!r}: {type(err).__name__}: {_one_line(err)}")]
+        module = plugin.partition(":")[0] if isinstance(plugin, str) else None
+        if isolated_import and module and _findable(module):  # say whether a vendor SDK import is the cause
+            failed.append(_isolated_import(module, sdk_modules, allow_imports))
+        return ConformanceReport(plugin=str(plugin), target=str(plugin), results=tuple(failed))
     results: list[CheckResult] = [CheckResult("resolve", True, f"{t.name} -> {t.target}")]
     impls, unmarked = _impls(t.plugin)
     results.append(CheckResult(

@@ -1,0 +1,67 @@
+"""``ezpz.hooks.setup()`` on 4 ranks under torchrun against a plain ``init_process_group`` (gloo), same run.
+
+Each rank times its own call; a run's figure is the slowest rank. Runs alternate
+between the two so machine noise hits both alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+from _util import median
+
+ROUNDS = 5
+NPROC = 4
+EZPZ = """
+import json, time, torch, ezpz
+t = time.perf_counter(); rt = ezpz.hooks.setup(); dt = time.perf_counter() - t
+print(json.dumps({"rank": rt.rank, "s": dt})); ezpz.hooks.teardown()
+"""
+PLAIN = """
+import json, os, time, torch, torch.distributed as dist, datetime
+t = time.perf_counter()
+dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=300))
+dt = time.perf_counter() - t
+print(json.dumps({"rank": dist.get_rank(), "s": dt})); dist.destroy_process_group()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(code: str) -> float:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(code)
+    try:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        out = subprocess.run(
+            [shutil.which("torchrun") or "torchrun", "--nproc-per-node", str(NPROC), "--master-port", str(free_port()), fh.name],
+            capture_output=True, text=True, check=True, env=env,
+        ).stdout
+    finally:
+        os.unlink(fh.name)
+    return max(json.loads(ln)["s"] for ln in out.splitlines() if ln.startswith("{"))
+
+
+def main() -> None:
+    ezpz_s, plain_s = [], []
+    for _ in range(ROUNDS):
+        plain_s.append(run(PLAIN))
+        ezpz_s.append(run(EZPZ))
+    e, p = median(ezpz_s) * 1e3, median(plain_s) * 1e3
+    print(f"{NPROC} ranks under torchrun, slowest rank, median of {ROUNDS} alternating runs")
+    print(f"plain init_process_group(gloo)                  {p:8.1f} ms")
+    print(f"ezpz.hooks.setup()                              {e:8.1f} ms   ratio {e / p:6.3f}   target < 1.1")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Run every benchmark; each prints its figure against a baseline measured in the same run.
+set -euo pipefail
+cd "$(dirname "$0")"
+for b in bench_import.py bench_setup.py bench_train_step.py bench_torchrun_setup.py; do
+  echo "== $b"; python "$b"; echo
+done
