@@ -78,13 +78,11 @@ def test_recorded_mi300x_mask_hiding_everything_is_a_rejection(use_amdsmi, mask:
     assert "no AMD GPU is visible after HIP_VISIBLE_DEVICES" in rejection(p)
 
 
-@pytest.mark.xfail(raises=AttributeError, strict=False,
-                   reason="core bug: ezpz.policies.choose_device reads Alternative.device_type (should be .name)")
 def test_recorded_mi300x_requesting_cuda_when_masked_out_says_why(use_amdsmi) -> None:
     use_amdsmi("mi300x")
     with pytest.raises(UnavailableError) as info:
         plan({"HIP_VISIBLE_DEVICES": "", "EZPZ_DEVICE": "cuda"})
-    assert "no AMD GPU is visible" in str(info.value)
+    assert info.value.name == "EZPZ_DEVICE" and "no AMD GPU is visible" in str(info.value)
 
 
 def test_recorded_torch_fallback_says_the_runtime_was_initialised(use_torch) -> None:
