@@ -60,7 +60,8 @@ def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | s
         ids = policy.torch_physical_ids(visible, len(gpus))
         how = "torch"
     if not gpus:
-        return policy.zero_devices_reason(visible, how)
+        reason = policy.zero_devices_reason(visible, how)
+        return f"{reason} [{'; '.join(notes)}]" if notes else reason
     facts = CudaFacts(build=build, gpus=gpus, physical_ids=ids, probe=how, arch_list=probe.torch_arch_list(),
                       visible_devices=raw, notes=notes)
     return policy.unsupported_by_build(facts) or facts
