@@ -44,7 +44,7 @@ XCCL_FROM = (2, 8)
 #: IPEX: development stopped after 2.8, end of life announced for March 2026 (intel-extension-for-pytorch#867).
 IPEX_EOL = "March 2026"
 DISCRETE_PRIORITY = 100
-#: Below discrete accelerators (100), above mps (50) and cpu (0): an iGPU beside a dGPU never wins by accident.
+#: Below discrete accelerators (100), above cpu (0): an iGPU beside a dGPU never wins by accident.
 INTEGRATED_PRIORITY = 40
 HIERARCHIES = ("FLAT", "COMPOSITE", "COMBINED")
 XPU_WHEELS = "pip install torch --index-url https://download.pytorch.org/whl/xpu"

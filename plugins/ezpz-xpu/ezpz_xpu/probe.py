@@ -3,10 +3,11 @@
 Everything here is thin on purpose; tests replace these functions with recorded
 facts and the policies in :mod:`ezpz_xpu.policy` do the thinking.
 
-What starts the GPU runtime: ``torch.xpu.device_count()`` asks Level Zero
-Sysman (through ``pyzes``) from torch 2.13 on and then does not poison
-``fork``; before that, or without ``pyzes``, it enumerates SYCL devices, which
-loads the Level Zero driver (``zeInit``) but creates no context.
+What starts the GPU runtime: in torch 2.13 ``torch.xpu.device_count()`` asks
+Level Zero Sysman (through ``pyzes``, when installed) and then does not poison
+``fork``; in older torch, or without ``pyzes``, it enumerates SYCL devices
+(``torch._C._xpu_getDeviceCount``), which loads the Level Zero driver but
+creates no queue or context of its own.
 ``torch.xpu.get_device_properties()`` always runs ``torch.xpu._lazy_init()``
 (the SYCL device pool; forked children can no longer use XPU). So the probe
 asks for the count first and reads properties only when there is a device to
