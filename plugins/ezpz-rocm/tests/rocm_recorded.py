@@ -39,8 +39,8 @@ def _node(key: str, count: int, name: str, gcn: str, gib: int, source: str) -> N
 
 NODES: dict[str, Node] = {
     # AMD Instinct MI100 (CDNA, gfx908, 32 GiB HBM2): ROCm GPU specifications table,
-    # https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html ; 4 per node as in AMD's MI100 node diagram,
-    # https://rocm.docs.amd.com/en/latest/reference/gpu-arch/mi100.html
+    # https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html ; a 4-GPU node (AMD's MI100 node diagram: up to
+    # four GPUs per EPYC socket, https://rocm.docs.amd.com/en/latest/reference/gpu-arch/mi100.html)
     "mi100": _node("mi100", 4, "AMD Instinct MI100", "gfx908:sramecc+:xnack-", 32,
                    "https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html"),
     # OLCF Frontier node: 4x MI250X, each card 2 GCDs -> 8 HIP devices, 64 GiB HBM2e per GCD, gfx90a.
