@@ -103,8 +103,8 @@ def check_layout(lay: Mapping[str, int], sources: Mapping[str, str]) -> None:
                    f"equal to the world size {world} ({_var(sources, 'world_size')}) on a single node", _STALE)
     if lworld > world - (nodes - 1):
         raise _bad(sources, "local_world_size", lworld,
-                   f"at most {world - (nodes - 1)}: {world} ranks on {nodes} nodes leave at least one rank "
-                   "for each other node", _STALE)
+                   f"at most {world - (nodes - 1)}: {world} ranks on {nodes} nodes ({_var(sources, 'num_nodes')}, "
+                   f"this is node {node}) leave at least one rank for each other node", _STALE)
 
 
 def build(launcher: str, lay: Mapping[str, int], sources: Mapping[str, str], reason: str) -> LaunchEnv:
@@ -127,7 +127,8 @@ def place(lay: dict[str, int], sources: dict[str, str], node: Found | None, node
     else:
         floor = node[0] + 1 if node is not None else 1
         lay["num_nodes"] = min(world, max(-(-world // max(lworld, 1)), floor))
-        sources["num_nodes"] = f"derived: ceil(world_size / local_world_size) ({BLOCKS})"
+        floor_note = ", at least node_rank + 1" if node is not None else ""
+        sources["num_nodes"] = f"derived: ceil(world_size / local_world_size){floor_note} ({BLOCKS})"
     if node is not None:
         lay["node_rank"], sources["node_rank"] = node
     else:
