@@ -122,7 +122,7 @@ def test_openmpi_recorded():
     env = detect_launch_env(OPENMPI)
     assert env.launcher == "openmpi" and layout(env) == (1, 2, 1, 2, 0, 1)
     assert env.sources["rank"] == "OMPI_COMM_WORLD_RANK"
-    assert env.sources["num_nodes"] == "OMPI_MCA_orte_num_nodes"
+    assert env.sources["num_nodes"].startswith("derived: ceil(world_size / local_world_size)")
     assert env.master_addr == "127.0.0.1" and PORT_RANGE[0] <= env.master_port <= PORT_RANGE[1]
     assert env.master_port == derive_port("OMPI_MCA_ess_base_jobid=2033451009")
     assert env.job_id == "2033451009" and env.sources["job_id"] == "OMPI_MCA_ess_base_jobid"
@@ -237,7 +237,8 @@ BAD = [
     ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "0"}, "MASTER_PORT", "0"),
     ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "node 0"}, "MASTER_ADDR", "node 0"),
     ({**OPENMPI, "OMPI_COMM_WORLD_LOCAL_SIZE": "x"}, "OMPI_COMM_WORLD_LOCAL_SIZE", "x"),
-    ({**OPENMPI, "OMPI_MCA_orte_num_nodes": "3"}, "OMPI_MCA_orte_num_nodes", "3"),
+    ({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "0"}, "LOCAL_WORLD_SIZE", "None"),
+    ({"GROUP_RANK": "1", "TORCHELASTIC_RUN_ID": "x"}, "GROUP_RANK", "1"),
     ({**PALS, **MULTI, "PALS_NODEID": "24"}, "PALS_NODEID", "24"),
     ({**PALS, **MULTI, "PALS_NODEID": "13"}, "PMI_LOCAL_SIZE", "12"),
     ({**PALS, **MULTI, "PMI_SIZE": "0"}, "PMI_SIZE", "0"),
@@ -373,23 +374,26 @@ def test_read_hostfile_formats(tmp_path):
 # --- a real launcher ---------------------------------------------------------------------------------------------
 
 _PROBE = """
-import json, os
+import json, os, sys
 from ezpz.launch import detect_launch_env
 e = detect_launch_env(os.environ)
-print(json.dumps({k: getattr(e, k) for k in ("launcher", "rank", "world_size", "local_rank", "local_world_size",
-                                            "node_rank", "num_nodes", "master_addr", "master_port")}))
+row = {k: getattr(e, k) for k in ("launcher", "rank", "world_size", "local_rank", "local_world_size", "node_rank",
+                                  "num_nodes", "master_addr", "master_port")}
+with open(os.path.join(sys.argv[1], f"{os.getpid()}.json"), "w") as fh:
+    json.dump(row, fh)
 """
 
 
 @pytest.mark.launcher
-def test_real_openmpi_mpiexec_three_ranks():
+def test_real_openmpi_mpiexec_three_ranks(tmp_path):
     mpiexec = need_tool("mpiexec")
-    proc = subprocess.run([mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", "3", sys.executable, "-c", _PROBE],
-                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", "3", sys.executable, "-c", _PROBE,
+                           str(tmp_path)], env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = sorted((json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")), key=lambda r: r["rank"])
+    rows = sorted((json.loads(p.read_text()) for p in tmp_path.glob("*.json")), key=lambda r: r["rank"])
     assert [r["rank"] for r in rows] == [0, 1, 2]
     assert {r["launcher"] for r in rows} == {"openmpi"} and {r["world_size"] for r in rows} == {3}
     assert sorted(r["local_rank"] for r in rows) == [0, 1, 2]
+    assert {(r["local_world_size"], r["node_rank"], r["num_nodes"]) for r in rows} == {(3, 0, 1)}
     assert len({(r["master_addr"], r["master_port"]) for r in rows}) == 1
     assert rows[0]["master_addr"] == "127.0.0.1" and PORT_RANGE[0] <= rows[0]["master_port"] <= PORT_RANGE[1]

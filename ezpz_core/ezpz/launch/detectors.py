@@ -46,8 +46,9 @@ DETECTORS: tuple[tuple[str, Detector], ...] = (
 
 #: Variables that only exist when this process is one of several ranks: (name, smallest value that says so).
 _MULTI_RANK_SIGNS = (
-    ("RANK", 1), ("WORLD_SIZE", 2), ("LOCAL_RANK", 1), ("OMPI_COMM_WORLD_RANK", 1), ("OMPI_COMM_WORLD_SIZE", 2),
-    ("PALS_RANKID", 1), ("PMI_RANK", 1), ("PMI_SIZE", 2), ("PMI_ID", 1), ("PMIX_RANK", 1),
+    ("RANK", 1), ("WORLD_SIZE", 2), ("LOCAL_RANK", 1), ("GROUP_RANK", 1), ("OMPI_COMM_WORLD_RANK", 1),
+    ("OMPI_COMM_WORLD_SIZE", 2), ("OMPI_COMM_WORLD_LOCAL_RANK", 1), ("PALS_RANKID", 1), ("PALS_LOCAL_RANKID", 1),
+    ("PMI_RANK", 1), ("PMI_SIZE", 2), ("PMI_ID", 1), ("MPI_LOCALRANKID", 1), ("PMIX_RANK", 1),
     ("SLURM_STEP_NUM_TASKS", 2),
 )
 

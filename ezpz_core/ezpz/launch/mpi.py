@@ -3,9 +3,9 @@
 Sources for the variable names:
 
 - Open MPI 4.1 ``mpiexec`` (recorded here): OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE,
-  OMPI_MCA_orte_num_nodes, OMPI_MCA_ess_base_jobid, PMIX_RANK, PMIX_NAMESPACE.
-  OMPI_COMM_WORLD_NODE_RANK is the rank among processes on the node, *not* the node index;
-  Open MPI exports no node index.
+  OMPI_MCA_ess_base_jobid, PMIX_RANK, PMIX_NAMESPACE. OMPI_COMM_WORLD_NODE_RANK is the rank among
+  processes on the node, *not* the node index; Open MPI exports no node index. OMPI_MCA_orte_num_nodes
+  is not used: ORTE counts every node of the allocation there (its node pool), used or not.
 - PALS: Slurm's mpi/cray_shasta plugin (which emulates PALS) and Flux's cray_pals plugin set
   PALS_RANKID, PALS_LOCAL_RANKID, PALS_NODEID, PALS_APID, PALS_SPOOL_DIR, PALS_APINFO and
   PMI_RANK, PMI_SIZE, PMI_LOCAL_RANK, PMI_LOCAL_SIZE, PMI_JOBID. PALS_LOCAL_SIZE is used on Aurora
@@ -56,8 +56,7 @@ def detect_openmpi(environ: Mapping[str, str]) -> LaunchEnv | str:
         return why
     return _mpi(environ, "openmpi", "Open MPI mpiexec (OMPI_COMM_WORLD_*)", marker,
                 rank="OMPI_COMM_WORLD_RANK", world=marker, local_rank=("OMPI_COMM_WORLD_LOCAL_RANK",),
-                local_world=("OMPI_COMM_WORLD_LOCAL_SIZE",), node=None,
-                nodes=read_int(environ, "OMPI_MCA_orte_num_nodes", minimum=1))
+                local_world=("OMPI_COMM_WORLD_LOCAL_SIZE",), node=None, nodes=None)
 
 
 def detect_pals(environ: Mapping[str, str]) -> LaunchEnv | str:

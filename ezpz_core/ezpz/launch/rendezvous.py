@@ -39,10 +39,13 @@ _IDENTITY: Mapping[str, tuple[tuple[str, ...], ...]] = {
 }
 
 _HOSTFILES = (("hostfile", "PBS_NODEFILE"), ("hostfile", "HOSTFILE"))
+_SLURM_STEP = (("nodelist", "SLURM_STEP_NODELIST"),)
 _SLURM_JOB = (("nodelist", "SLURM_JOB_NODELIST"),)
-#: Per launcher, where the host list comes from, best first.
+#: Per launcher, where the host list comes from, best first. SLURM_STEP_* only where every rank is an srun task.
 _HOSTS: Mapping[str, tuple[tuple[str, str], ...]] = {
-    "slurm": (("nodelist", "SLURM_STEP_NODELIST"), *_SLURM_JOB, ("nodelist", "SLURM_NODELIST")),
+    "slurm": (*_SLURM_STEP, *_SLURM_JOB, ("nodelist", "SLURM_NODELIST")),
+    "pals": (*_HOSTFILES, *_SLURM_STEP, *_SLURM_JOB),
+    "pmix": (*_HOSTFILES, *_SLURM_STEP, *_SLURM_JOB),
     "openmpi": (*_HOSTFILES, ("hostfile", "OMPI_MCA_orte_default_hostfile"),
                 ("hostfile", "PRTE_MCA_prte_default_hostfile"), *_SLURM_JOB),
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch._parse import build, get, need_int, place, read_int
 
@@ -34,6 +35,12 @@ def _torch_style(environ: Mapping[str, str], launcher: str, rank_var: str, reaso
     lrank = read_int(environ, "LOCAL_RANK")
     if lworld is not None:
         lay["local_world_size"], src["local_world_size"] = lworld
+    elif lrank is not None and lrank[0] != lay["rank"]:
+        raise LaunchEnvError(
+            name="LOCAL_WORLD_SIZE", value=None,
+            expected=f"set, since LOCAL_RANK={lrank[0]} differs from {rank_var}={lay['rank']} (ranks on several nodes)",
+            fix="export LOCAL_WORLD_SIZE (ranks on this node) alongside LOCAL_RANK",
+        )
     else:
         lay["local_world_size"] = lay["world_size"]
         src["local_world_size"] = "assumed: world_size (LOCAL_WORLD_SIZE not set, so all ranks on one node)"
@@ -72,6 +79,5 @@ def detect_pmix(environ: Mapping[str, str]) -> LaunchEnv | str:
         return "PMIX_RANK not set"
     if get(environ, "WORLD_SIZE") is None:
         return (f"PMIX_RANK={raw} is set but PMIx puts no job size in the environment (only PMIx_Get(PMIX_JOB_SIZE) "
-                "knows it) and no other launcher's size variables were found; set WORLD_SIZE (and LOCAL_RANK, "
-                "LOCAL_WORLD_SIZE) to use PMIX_RANK")
+                "knows it); set WORLD_SIZE (and LOCAL_RANK, LOCAL_WORLD_SIZE) to use PMIX_RANK alone")
     return _torch_style(environ, "pmix", "PMIX_RANK", "PMIx (PMIX_RANK, with WORLD_SIZE set by hand)", "PMIX_RANK")
