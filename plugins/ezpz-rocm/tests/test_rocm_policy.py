@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from rocm_recorded import BUILDS, NO_RCCL, NODES, OLD_ROCM
 
@@ -69,16 +73,11 @@ def test_tunableop_needs_rocm_5_4() -> None:
 
 
 def test_importing_the_plugin_pulls_in_no_vendor_sdk() -> None:
-    import subprocess
-    import sys
-
     code = (
         "import sys, ezpz_rocm.plugin, ezpz_rocm.probe, ezpz_rocm.policy; "
         "bad = [m for m in ('amdsmi', 'torch') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     )
     env = {"EZPZ_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": "/usr/bin:/bin"}
-    import os
-
     env.update({k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME")})
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -8,7 +8,7 @@ point, and every decision comes from ``ezpz.hooks.plan(environ=..., build=...)``
 from __future__ import annotations
 
 import pytest
-from rocm_recorded import BUILDS, CPU, NO_RCCL, NODES, torchrun_env
+from rocm_recorded import BUILDS, CPU, NO_RCCL, torchrun_env
 
 import ezpz
 from ezpz.calls import Hooks
