@@ -103,7 +103,8 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
         try:
             probe.import_module(probe.IPEX_MODULE)
         except Exception as err:  # IPEX is optional help; a broken install should not stop the run
-            said.append(f"{todo.ipex_reason}; the import failed ({type(err).__name__}: {err}), continuing on native torch")
+            said.append(f"{todo.ipex_reason}; the import failed ({type(err).__name__}: {err}), "
+                        "continuing on native torch")
         else:
             said.append(todo.ipex_reason)
         log.warning("ipex", action=said[-1])

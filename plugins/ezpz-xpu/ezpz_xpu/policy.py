@@ -48,7 +48,8 @@ DISCRETE_PRIORITY = 100
 INTEGRATED_PRIORITY = 40
 HIERARCHIES = ("FLAT", "COMPOSITE", "COMBINED")
 XPU_WHEELS = "pip install torch --index-url https://download.pytorch.org/whl/xpu"
-CCL_INSTALL = "pip install oneccl_bind_pt (from Intel's index https://pytorch-extension.intel.com/release-whl/stable/xpu/us/)"
+CCL_INSTALL = ("pip install oneccl_bind_pt (from Intel's index "
+               "https://pytorch-extension.intel.com/release-whl/stable/xpu/us/)")
 
 
 @frozen(kw_only=True)
@@ -102,7 +103,8 @@ def _release(version: str) -> tuple[int, int]:
 def build_rejection(build: TorchBuild) -> str | None:
     """Why this torch cannot offer ``xpu`` at all, or None."""
     if not build.xpu_built:
-        return f"torch built without XPU (build.xpu_built is False; torch {build.version}); install an XPU build: {XPU_WHEELS}"
+        return (f"torch built without XPU (build.xpu_built is False; torch {build.version}); "
+                f"install an XPU build: {XPU_WHEELS}")
     if build.release < NATIVE_XPU:
         return (f"torch {build.version} predates native XPU (torch 2.4); that stack needed IPEX, which reaches end of "
                 f"life in {IPEX_EOL}: upgrade with {XPU_WHEELS}")
@@ -129,7 +131,8 @@ def parse_affinity_mask(raw: str | None) -> tuple[tuple[int, int | None], ...] |
         parts = token.strip().split(".")
         if len(parts) > 2 or not all(p.isdigit() for p in parts):
             raise ConfigError(name="ZE_AFFINITY_MASK", value=raw,
-                              expected="a comma-separated list of device indices or device.tile pairs, e.g. '0,1' or '0.0,0.1'",
+                              expected="a comma-separated list of device indices or device.tile pairs, "
+                                       "e.g. '0,1' or '0.0,0.1'",
                               fix="fix or unset ZE_AFFINITY_MASK")
         entries.append((int(parts[0]), int(parts[1]) if len(parts) == 2 else None))
     return tuple(entries)
@@ -229,7 +232,8 @@ def xpu_report(facts: XpuFacts) -> ProbeReport:
     if any_discrete and not all(not flag for flag, _ in integrated):
         igpus = [i for i, (flag, _) in enumerate(integrated) if flag]
         dgpus = [str(i) for i, (flag, _) in enumerate(integrated) if not flag]
-        kind = (f"mixed: integrated GPU at index {igpus} beside discrete ones; ranks take index = local rank, so hide it"
+        kind = (f"mixed: integrated GPU at index {igpus} beside discrete ones; ranks take index = local rank, "
+                "so hide it"
                 + (f" with ZE_AFFINITY_MASK={','.join(dgpus)}" if facts.affinity_mask is None else ""))
     elif any_discrete:
         kind = f"discrete ({integrated[0][1]})"
@@ -271,10 +275,12 @@ def backend_options(facts: XpuFacts, build: TorchBuild) -> list[BackendOption]:
     v = build.version
     if "xccl" in have:
         xccl = BackendOption(name="xccl", available=True,
-                             reason=f"XCCL is torch {v}'s native collective backend for XPU (oneCCL built into torch, 2.8+)")
+                             reason=f"XCCL is torch {v}'s native collective backend for XPU "
+                                    "(oneCCL built into torch, 2.8+)")
     elif build.at_least(*XCCL_FROM):
         xccl = BackendOption(name="xccl", available=False,
-                             reason=f"torch {v} was built without XCCL (torch.distributed.is_xccl_available() is False)")
+                             reason=f"torch {v} was built without XCCL "
+                                    "(torch.distributed.is_xccl_available() is False)")
     else:
         xccl = BackendOption(name="xccl", available=False, reason=f"XCCL arrived in torch 2.8; this is torch {v}")
     if facts.ccl_bindings:
@@ -289,8 +295,8 @@ def backend_options(facts: XpuFacts, build: TorchBuild) -> list[BackendOption]:
     gloo_ok = "gloo" in have
     gloo = BackendOption(
         name="gloo", available=gloo_ok,
-        reason=("WARNING: gloo runs collectives on CPU tensors only; XPU tensors (DDP gradients) fail or must be copied "
-                f"to the host. For XPU collectives install the oneCCL bindings ({CCL_INSTALL}) or use torch>=2.8 "
+        reason=("WARNING: gloo runs collectives on CPU tensors only; XPU tensors (DDP gradients) fail or must be "
+                f"copied to the host. For XPU collectives install the oneCCL bindings ({CCL_INSTALL}) or use torch>=2.8 "
                 f"for xccl ({XPU_WHEELS})") if gloo_ok else f"torch {v} built without gloo",
     )
     return [xccl, ccl, gloo]
@@ -347,7 +353,8 @@ def precision_options(facts: XpuFacts, requested: str) -> list[PrecisionOption]:
                                else f"not picked automatically: {scaler_note}; EZPZ_PRECISION=fp16 for inference")
     else:
         fp16 = PrecisionOption(dtype="fp16", supported=True, grad_scaler=True,
-                               reason="fp16 with GradScaler (Intel recommends bf16 for training; fp16 mainly for inference)")
+                               reason="fp16 with GradScaler (Intel recommends bf16 for training; "
+                                      "fp16 mainly for inference)")
     return [PrecisionOption(dtype="bf16", supported=bf16_ok, reason=bf16_reason), fp16]
 
 
@@ -360,7 +367,8 @@ def tf32_reason(facts: XpuFacts) -> str:
             "math mode is oneDNN's torch.backends.mkldnn.allow_tf32 (XPU matmul/conv from torch 2.7, "
             "pytorch#137570, pytorch#144240; IPEX's set_fp32_math_mode before that); ezpz keeps fp32 exact")
     if capable:
-        return base + f"; {facts.devices[0].name} has TF32 XMX: set torch.backends.mkldnn.allow_tf32 = True to trade accuracy for speed"
+        return base + (f"; {facts.devices[0].name} has TF32 XMX: set torch.backends.mkldnn.allow_tf32 = True "
+                       "to trade accuracy for speed")
     return base + "; this device has no TF32 matrix path (check torch.xpu.is_tf32_supported() where torch has it)"
 
 
