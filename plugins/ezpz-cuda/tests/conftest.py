@@ -12,13 +12,12 @@ from typing import Any
 import pytest
 
 import ezpz
-from ezpz.decisions import SetupPlan
-from ezpz.explain import Explanation
 from ezpz.facts import TorchBuild
 from ezpz_cuda import probe
 from ezpz_cuda.facts import GpuFacts
 
 import cuda_recorded as rec
+from cuda_testlib import torchrun
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -98,26 +97,6 @@ def record(monkeypatch: pytest.MonkeyPatch, unrecorded_probes: ProbeLog) -> Call
     return install
 
 
-def torchrun(rank: int, world_size: int, local_rank: int, local_world_size: int, **extra: str) -> dict[str, str]:
-    """The variables torchrun (torch.distributed.run) sets for one worker."""
-    env = {
-        "RANK": str(rank),
-        "WORLD_SIZE": str(world_size),
-        "LOCAL_RANK": str(local_rank),
-        "LOCAL_WORLD_SIZE": str(local_world_size),
-        "GROUP_RANK": str(rank // local_world_size),
-        "ROLE_RANK": str(rank),
-        "ROLE_WORLD_SIZE": str(world_size),
-        "MASTER_ADDR": "10.1.0.1",
-        "MASTER_PORT": "29500",
-        "TORCHELASTIC_RUN_ID": "ezpz-cuda-recorded",
-        "TORCHELASTIC_RESTART_COUNT": "0",
-        "TORCHELASTIC_MAX_RESTARTS": "0",
-    }
-    env.update(extra)
-    return env
-
-
 @pytest.fixture(scope="session")
 def torchrun_supported() -> None:
     """Skip tests that need the core to read torchrun's variables while its launch detection is a placeholder."""
@@ -126,15 +105,3 @@ def torchrun_supported() -> None:
     if (plan.launch.local_rank, plan.launch.world_size) != (1, 8):
         pytest.skip(f"ezpz's launch detection ignores torchrun variables here (launcher {plan.launch.launcher!r}, "
                     f"reason {plan.launch.reason!r}): core launch module not landed yet")
-
-
-def plan_with(environ: dict[str, str], build: TorchBuild) -> tuple[SetupPlan, Explanation]:
-    """``ezpz.hooks.plan`` with the recorded build and environment: the real decision path."""
-    return ezpz.hooks.plan(environ=environ, build=build)
-
-
-def rejection(plan: SetupPlan, plugin: str = "cuda") -> str:
-    """The reason ``plugin`` gave for not offering its device, from the plan's trace."""
-    found = [a.reason for a in plan.device.alternatives if a.plugin == plugin]
-    assert found, f"plugin {plugin!r} neither won nor said why not: {plan.device.alternatives}"
-    return found[0]

@@ -110,7 +110,8 @@ TORCH_2_6_CU124_WINDOWS = TorchBuild(version="2.6.0+cu124", cuda="12.4", distrib
 
 # A ROCm wheel: torch.version.cuda is None, torch.version.hip is set, RCCL answers to "nccl". The hip string
 # has the format torch reports ("<major>.<minor>.<build>-<git hash>"); the plugin only checks that it is set.
-TORCH_2_6_ROCM62 = TorchBuild(version="2.6.0+rocm6.2.4", hip="6.2.41134-65d174c3e", distributed_backends=("gloo", "nccl"))
+TORCH_2_6_ROCM62 = TorchBuild(version="2.6.0+rocm6.2.4", hip="6.2.41134-65d174c3e",
+                              distributed_backends=("gloo", "nccl"))
 
 # The CPU-only wheel this project's CI runs.
 TORCH_2_13_CPU = TorchBuild(version="2.13.0+cpu", distributed_backends=("gloo",))

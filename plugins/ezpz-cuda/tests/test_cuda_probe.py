@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import cuda_recorded as rec
-from conftest import plan_with
+from cuda_testlib import plan_with
 from ezpz_cuda import plugin, probe
 
 # The autouse fixture replaces the probe functions; these tests need the originals.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import cuda_recorded as rec
-from conftest import plan_with, rejection, torchrun
+from cuda_testlib import plan_with, rejection, torchrun
 from ezpz.errors import UnavailableError
 from ezpz_cuda.facts import CudaFacts
 
@@ -22,7 +22,8 @@ SINGLE: dict[str, str] = {}
 @pytest.mark.usefixtures("torchrun_supported")
 def test_recorded_h100_node_torch_2_13_cu130_rank_picks_its_gpu(record):
     record(rec.node(rec.H100_SXM5_80GB, 8), rec.TORCH_2_13_CU130)
-    plan, explanation = plan_with(torchrun(rank=11, world_size=16, local_rank=3, local_world_size=8), rec.TORCH_2_13_CU130)
+    env = torchrun(rank=11, world_size=16, local_rank=3, local_world_size=8)
+    plan, explanation = plan_with(env, rec.TORCH_2_13_CU130)
 
     assert plan.device.torch_device == "cuda:3"
     assert plan.device.candidate.plugin == "cuda"

@@ -17,7 +17,8 @@ import ezpz
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)"),
+    pytest.mark.skipif(not torch.cuda.is_available(),
+                       reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)"),
 ]
 
 _LAUNCH_VARS = (
