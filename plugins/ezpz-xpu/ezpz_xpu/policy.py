@@ -48,8 +48,8 @@ DISCRETE_PRIORITY = 100
 INTEGRATED_PRIORITY = 40
 HIERARCHIES = ("FLAT", "COMPOSITE", "COMBINED")
 XPU_WHEELS = "pip install torch --index-url https://download.pytorch.org/whl/xpu"
-CCL_INSTALL = ("pip install oneccl_bind_pt (from Intel's index "
-               "https://pytorch-extension.intel.com/release-whl/stable/xpu/us/)")
+CCL_INSTALL = ("pip install oneccl_bind_pt "
+               "--extra-index-url https://pytorch-extension.intel.com/release-whl/stable/xpu/us/")
 
 
 @frozen(kw_only=True)
@@ -290,14 +290,14 @@ def backend_options(facts: XpuFacts, build: TorchBuild) -> list[BackendOption]:
                                    "intel/torch-ccl#80: prefer torch>=2.8 with xccl)")
     else:
         ccl = BackendOption(name="ccl", available=False,
-                            reason=f"oneccl_bindings_for_pytorch is not installed ({CCL_INSTALL}, matching torch "
+                            reason=f"oneccl_bindings_for_pytorch is not installed: {CCL_INSTALL} (the build matching torch "
                                    f"{'.'.join(map(str, build.release))})")
     gloo_ok = "gloo" in have
     gloo = BackendOption(
         name="gloo", available=gloo_ok,
         reason=("WARNING: gloo runs collectives on CPU tensors only; XPU tensors (DDP gradients) fail or must be "
-                f"copied to the host. For XPU collectives install the oneCCL bindings ({CCL_INSTALL}) or use torch>=2.8 "
-                f"for xccl ({XPU_WHEELS})") if gloo_ok else f"torch {v} built without gloo",
+                f"copied to the host. For XPU collectives install the oneCCL bindings ({CCL_INSTALL}) or use "
+                f"torch>=2.8 for xccl ({XPU_WHEELS})") if gloo_ok else f"torch {v} built without gloo",
     )
     return [xccl, ccl, gloo]
 
