@@ -136,3 +136,21 @@ def test_plan_has_no_side_effects(env):
 def test_cpu_candidate_is_shared_and_lowest_priority():
     c = cpu_candidate(CpuFacts(model="x", machine="x86_64", flags=set()))
     assert c.shared and c.priority == 0 and c.reason
+
+
+def test_tf32_uses_the_api_this_torch_wants():
+    from ezpz.hooks import _enable_tf32
+
+    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    before = (matmul.fp32_precision, conv.fp32_precision)
+    try:
+        _enable_tf32(torch)
+        assert (matmul.fp32_precision, conv.fp32_precision) == ("tf32", "tf32")
+    finally:
+        matmul.fp32_precision, conv.fp32_precision = before
+
+
+def test_reasons_name_the_variable_the_user_set(env):
+    env.setenv("TORCH_BACKEND", "gloo")
+    plan, _ = ezpz.hooks.plan()
+    assert plan.backend.reason.startswith("requested by TORCH_BACKEND=gloo")

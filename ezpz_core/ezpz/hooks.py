@@ -130,9 +130,8 @@ def setup(
         from ezpz.distributed import init_process_group
 
         init_process_group(the_plan)
-    if the_plan.amp.tf32 and dev.candidate.device_type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    if the_plan.amp.tf32:
+        _enable_tf32(torch)
 
     explanation = explain_plan(the_plan, settings, _plugin_rows(_host))
     if actions:
@@ -155,6 +154,21 @@ def setup(
              launcher=launch.launcher, world_size=launch.world_size)
     hooks.after_setup(runtime)
     return runtime
+
+
+def _enable_tf32(torch: Any) -> None:
+    """TF32 for fp32 matmuls and convolutions, through the API this torch version wants.
+
+    torch 2.9+ has ``fp32_precision``; mixing it with the legacy ``allow_tf32``
+    flags raises there, so the legacy flags are only used on older versions.
+    """
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = "tf32"
+        torch.backends.cudnn.conv.fp32_precision = "tf32"
+    else:
+        matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
 
 
 def _check_autocast(plan: SetupPlan) -> None:

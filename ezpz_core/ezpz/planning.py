@@ -52,12 +52,12 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
         answer = hooks.select_backend(cand, build, launch, settings.backend)
     if answer is None:
         raise _no_answer("ezpz_select_backend", cand)
-    backend: BackendChoice = answer[1]
+    backend: BackendChoice = _said_source(answer[1], "EZPZ_BACKEND", settings.backend_from)
     with _named_source("EZPZ_PRECISION", settings.precision_from):
         amp_answer = hooks.amp_policy(cand, build, settings.precision)
     if amp_answer is None:
         raise _no_answer("ezpz_amp_policy", cand)
-    amp: AmpPolicy = amp_answer[1]
+    amp: AmpPolicy = _said_source(amp_answer[1], "EZPZ_PRECISION", settings.precision_from)
     prof_answer = hooks.profiling(cand, build)
     profiling = prof_answer[1] if prof_answer else ProfilingSupport(
         activities=("CPU",), reason=f"no plugin described profiling for {cand.device_type}; CPU activity only"
@@ -76,6 +76,15 @@ def _named_source(default: str, actual: str) -> Iterator[None]:
             raise
         raise type(err)(name=actual, value=err.value, expected=err.expected,
                         fix=err.fix.replace(default, actual)) from err
+
+
+def _said_source(decision, default: str, actual: str):  # type: ignore[no-untyped-def]
+    """Plugins' reasons name the canonical variable; say the one the user actually set."""
+    from attrs import evolve
+
+    if actual == default or default not in decision.reason:
+        return decision
+    return evolve(decision, reason=decision.reason.replace(default, actual))
 
 
 def _with_plugin(record, plugin: str):  # type: ignore[no-untyped-def]
