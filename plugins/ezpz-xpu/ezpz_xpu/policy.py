@@ -70,7 +70,7 @@ class Family:
 
 #: Sources: Intel product pages / ark.intel.com (tile counts, XMX), Intel's "Flattening GPU tile
 #: hierarchy" article (Max 1550 = 2 stacks), pytorch#147731 (no FP64 on Arc A), the recorded
-#: torch outputs cited in tests/recorded.py. First match wins.
+#: torch outputs cited in tests/xpu_recorded.py. First match wins.
 FAMILIES: tuple[Family, ...] = (
     Family(pattern=r"Data Center GPU Max 1[345]50", arch="Xe-HPC (Ponte Vecchio)", integrated=False, tiles=2,
            xmx=True, tf32=True),

@@ -2,53 +2,26 @@
 
 Only functions in :mod:`ezpz_xpu.probe` are replaced; discovery (the installed
 ``xpu`` entry point), the policies, the core's choices and the hooks are real.
+Helpers live in ``xpu_testlib`` and facts in ``xpu_recorded`` (unique names, so
+several plugins' suites can run in one pytest session).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import recorded` without a package
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ezpz.hooks  # noqa: E402
-from ezpz.decisions import SetupPlan  # noqa: E402
-from ezpz.explain import Explanation  # noqa: E402
-from ezpz.facts import TorchBuild  # noqa: E402
+from xpu_testlib import FakeIntel  # noqa: E402
 
 from ezpz_xpu import probe  # noqa: E402
 from ezpz_xpu.facts import XpuDeviceProps  # noqa: E402
-
-
-def torchrun_env(rank: int = 0, world: int = 1, local_rank: int | None = None, local_world: int | None = None,
-                 **extra: str) -> dict[str, str]:
-    """The variables torchrun sets for one worker, plus ``extra`` (``ZE_*``, ``EZPZ_*``)."""
-    local_world = world if local_world is None else local_world
-    env = {
-        "RANK": str(rank), "WORLD_SIZE": str(world),
-        "LOCAL_RANK": str(rank % local_world if local_rank is None else local_rank),
-        "LOCAL_WORLD_SIZE": str(local_world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
-        "GROUP_RANK": str(rank // local_world), "TORCHELASTIC_RUN_ID": "ezpz-xpu-test",
-    }
-    env.update(extra)
-    return env
-
-
-@attrs.define
-class FakeIntel:
-    """What the replaced probe functions answer, and what they were asked to import."""
-
-    devices: tuple[XpuDeviceProps, ...] = ()
-    ccl: bool = False
-    ipex: bool = False
-    itt: bool = True
-    imported: list[str] = attrs.field(factory=list)
-    import_error: dict[str, Exception] = attrs.field(factory=dict)
 
 
 @pytest.fixture
@@ -79,11 +52,6 @@ def intel(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeIntel]:
         return fake
 
     return install
-
-
-def plan(build: TorchBuild, environ: Mapping[str, str] | None = None, **overrides: Any) -> tuple[SetupPlan, Explanation]:
-    """``ezpz.hooks.plan`` with recorded build facts and an explicit environment (never os.environ)."""
-    return ezpz.hooks.plan(environ=dict(environ or torchrun_env()), build=build, **overrides)
 
 
 @pytest.fixture(autouse=True)

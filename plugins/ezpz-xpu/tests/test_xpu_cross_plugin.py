@@ -10,9 +10,9 @@ a recorded NVIDIA card on the machine.
 from __future__ import annotations
 
 import pytest
-from conftest import plan, torchrun_env
+from xpu_testlib import plan, torchrun_env
 from ezpz.facts import TorchBuild
-from recorded import MTL_IGPU
+from xpu_recorded import MTL_IGPU
 
 from ezpz_xpu import policy
 
@@ -25,7 +25,7 @@ ARCH_CU128 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 
 @pytest.fixture
 def laptop(intel, monkeypatch):  # type: ignore[no-untyped-def]
-    """Meteor Lake iGPU (recorded, see recorded.MTL_IGPU) + GeForce RTX 4090 (compute capability 8.9, per
+    """Meteor Lake iGPU (recorded, see xpu_recorded.MTL_IGPU) + GeForce RTX 4090 (compute capability 8.9, per
     NVIDIA's CUDA GPUs table; 24 GB), as NVML would list it."""
     from ezpz_cuda import probe as cuda_probe
     from ezpz_cuda.facts import GpuFacts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from recorded import ARC_A770, AURORA_FLAT, MTL_IGPU, TORCH_2_4_XPU, TORCH_2_8_XPU, TORCH_2_13_XPU
+from xpu_recorded import ARC_A770, AURORA_FLAT, MTL_IGPU, TORCH_2_4_XPU, TORCH_2_8_XPU, TORCH_2_13_XPU
 
 testing = pytest.importorskip("ezpz.testing", reason="ezpz.testing (the conformance kit) is not in this ezpz")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import types
 
-from conftest import plan
-from recorded import ARC_A770, AURORA_FLAT, TORCH_2_8_XPU, TORCH_2_13_XPU
+from xpu_testlib import plan
+from xpu_recorded import ARC_A770, AURORA_FLAT, TORCH_2_8_XPU, TORCH_2_13_XPU
 
 
 def test_recorded_max1550_flat_profiling_uses_xpu_activity_and_itt(intel) -> None:

@@ -9,7 +9,7 @@ import pytest
 from ezpz.errors import ConfigError
 from hypothesis import given
 from hypothesis import strategies as st
-from recorded import ARC_A770, MAX1550_TILE, MTL_IGPU, TORCH_2_4_XPU, TORCH_2_13_CPU
+from xpu_recorded import ARC_A770, MAX1550_TILE, MTL_IGPU, TORCH_2_4_XPU, TORCH_2_13_CPU
 
 from ezpz_xpu import policy
 from ezpz_xpu.facts import XpuDeviceProps, XpuFacts

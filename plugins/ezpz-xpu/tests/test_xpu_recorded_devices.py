@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import plan, torchrun_env
+from xpu_testlib import plan, torchrun_env
 from ezpz.errors import ConfigError, UnavailableError
-from recorded import (
+from xpu_recorded import (
     ARC_A770,
     AURORA_COMPOSITE,
     AURORA_FLAT,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conftest import plan, torchrun_env
+from xpu_testlib import plan, torchrun_env
 from ezpz.calls import Hooks
 from ezpz.errors import UnavailableError
-from recorded import AURORA_FLAT, MTL_IGPU, TORCH_2_4_XPU, TORCH_2_7_XPU, TORCH_2_8_XPU, TORCH_2_13_XPU, XPU_BUILDS
+from xpu_recorded import AURORA_FLAT, MTL_IGPU, TORCH_2_4_XPU, TORCH_2_7_XPU, TORCH_2_8_XPU, TORCH_2_13_XPU, XPU_BUILDS
 
 import ezpz.hooks
 from ezpz_xpu import plugin, probe

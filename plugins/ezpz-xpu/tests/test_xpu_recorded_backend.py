@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import plan, torchrun_env
+from xpu_testlib import plan, torchrun_env
 from ezpz.errors import UnavailableError
-from recorded import (
+from xpu_recorded import (
     AURORA_FLAT,
     TORCH_2_4_XPU,
     TORCH_2_7_XPU,
