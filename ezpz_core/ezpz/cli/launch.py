@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from ezpz.cli._util import err
 from ezpz.launchers import LaunchPlan, prepare
@@ -52,11 +53,11 @@ def describe(plan: LaunchPlan, prefix: str, verbose: bool = False) -> None:
         err(f"{prefix}: note: {note}")
 
 
-def execute(plan: LaunchPlan, prefix: str, grace: float) -> int:
+def execute(plan: LaunchPlan, prefix: str, grace: float, *, job_stdout_to_stderr: bool = False) -> int:
     """Run a prepared launch, mapping a missing launcher binary to status 127."""
     err(f"{prefix}: running: {plan.command.shell()}")
     try:
-        return run_command(plan.command, grace_s=grace)
+        return run_command(plan.command, grace_s=grace, stdout=sys.stderr if job_stdout_to_stderr else None)
     except OSError as error:
         err(f"{prefix}: error: cannot run {plan.command.argv[0]!r}: {error.strerror or error}. "
             f"Fix: put it on PATH (load your MPI or Slurm module), or pick another with --launcher")

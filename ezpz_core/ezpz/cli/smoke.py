@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("test", help="smoke-test the main job here and report speed and decisions",
                        description=__doc__, usage="ezpz test [options] [-- JOB ARGS...]")
     p.add_argument("--steps", type=int, default=20, metavar="S", help="training steps (default 20)")
-    p.add_argument("--json", action="store_true", help="print the job's JSON report instead of a summary")
+    p.add_argument("--json", action="store_true", help="print the job's JSON report instead of a summary (the job's own output goes to stderr)")
     add_launch_flags(p)
     p.add_argument("job_args", nargs=argparse.REMAINDER, help="extra arguments for the job, after --")
     p.set_defaults(func=run)
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             plan = prepare(argv, launcher=args.launcher, n=n, ppn=args.ppn, hostfile=args.hostfile)
         describe(plan, "ezpz test", verbose=args.verbose > 0)
         start = time.perf_counter()
-        code = execute(plan, "ezpz test", args.grace)
+        code = execute(plan, "ezpz test", args.grace, job_stdout_to_stderr=args.json)
         wall = time.perf_counter() - start
         if code != 0:
             err(f"ezpz test: FAILED: the job exited with status {code} (its output is above)")

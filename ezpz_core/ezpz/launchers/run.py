@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
+from typing import IO, Any
 
 from ezpz.launchers.base import Command
 
@@ -68,13 +69,17 @@ def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
             pass
 
 
-def run(command: Command, *, environ: Mapping[str, str] | None = None, grace_s: float = 30.0) -> int:
-    """Run ``command`` to completion and return its exit status (raises OSError if it cannot start)."""
+def run(command: Command, *, environ: Mapping[str, str] | None = None, grace_s: float = 30.0,
+        stdout: IO[Any] | None = None) -> int:
+    """Run ``command`` to completion and return its exit status (raises OSError if it cannot start).
+
+    ``stdout`` redirects the job's standard output (default: ours).
+    """
     env = dict(os.environ if environ is None else environ)
     env.update(command.env)
     sys.stdout.flush()
     sys.stderr.flush()
-    proc = subprocess.Popen(command.argv, env=env)
+    proc = subprocess.Popen(command.argv, env=env, stdout=stdout)
     state = {"count": 0, "since": 0.0}
 
     def on_stop(signum: int, _frame: FrameType | None) -> None:
