@@ -19,8 +19,9 @@ hookimpl = pluggy.HookimplMarker("ezpz")
 """Marker for plugin hook implementations: ``@ezpz.hookimpl``."""
 
 from ezpz import hooks  # noqa: E402  (needs hookimpl defined for the built-ins)
+from ezpz._log import get_logger  # noqa: E402  (rank-aware; never configures logging)
 
-__all__ = ["__version__", "hookimpl", "hooks"]
+__all__ = ["__version__", "get_logger", "hookimpl", "hooks"]
 
 
 def __getattr__(name: str) -> Any:
