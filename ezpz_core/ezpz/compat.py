@@ -91,7 +91,7 @@ def _launch() -> LaunchEnv:
 
 def _plan() -> SetupPlan:
     """What setup() would decide now; cached while the environment is unchanged."""
-    key = tuple(sorted(os.environ.items()))
+    key = (id(hooks.get_plugin_host()), tuple(sorted(os.environ.items())))
     if _state["plan_key"] != key:
         _state["plan"], _state["plan_key"] = hooks.plan()[0], key
     return _state["plan"]
@@ -151,12 +151,12 @@ def setup_torch(
                               fix="per-group backends are not supported; drop the argument")
     if kwargs:
         raise TypeError(f"setup_torch() got unexpected keyword argument(s): {', '.join(sorted(kwargs))}")
+    explicit = any(v is not None for v in (collective, timeout, device, precision))
     if timeout is None and os.environ.get("TORCH_DDP_TIMEOUT", "").strip() and not os.environ.get("EZPZ_TIMEOUT"):
         timeout = os.environ["TORCH_DDP_TIMEOUT"]
     if port is not None and not os.environ.get("MASTER_PORT"):
         os.environ["MASTER_PORT"] = str(int(port))
         _state["master_port"] = os.environ["MASTER_PORT"]
-    explicit = any(v is not None for v in (collective, timeout, device, precision))
     rt = hooks.get_runtime()
     if rt is None or explicit:
         rt = hooks.setup(device=device, backend=collective, precision=precision,
