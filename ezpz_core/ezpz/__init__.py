@@ -28,8 +28,9 @@ def __getattr__(name: str) -> Any:
     """Resolve the original ezpz's helpers (``setup_torch``, ``get_rank``, ...) from ezpz.compat."""
     if name.startswith("_"):
         raise AttributeError(name)
-    from ezpz import compat
+    import importlib
 
-    if name in getattr(compat, "__all__", ()):
+    compat = importlib.import_module("ezpz.compat")  # not `from ezpz import`: that would recurse into here
+    if name in compat.__all__:
         return getattr(compat, name)
     raise AttributeError(f"module 'ezpz' has no attribute {name!r}")
