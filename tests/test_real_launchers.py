@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -25,7 +26,9 @@ def free_port() -> int:
 
 
 def rank_lines(stdout: str) -> list[dict]:
-    return sorted((json.loads(ln) for ln in stdout.splitlines() if ln.startswith("{")), key=lambda r: r["rank"])
+    """Each rank prints one flat JSON object; mpiexec may merge ranks' output onto one line."""
+    rows = [json.loads(m) for m in re.findall(r"\{[^{}]*\}", stdout)]
+    return sorted(rows, key=lambda r: r["rank"])
 
 
 def check_layout(rows: list[dict], world: int, launcher: str) -> None:
