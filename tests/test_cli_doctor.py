@@ -79,8 +79,9 @@ def test_impossible_override_fails_doctor_with_the_fix(var, value):
     assert report["error"]["name"] == var and report["error"]["value"] == value and report["error"]["fix"]
     (problem,) = report["problems"]
     assert var in problem["what"] and problem["fix"] == report["error"]["fix"]
-    text = ezpz("doctor", env=clean_env(**{var: value}))
-    assert text.returncode == 1 and f"{var}='{value}'" in text.stdout and "fix:" in text.stdout
+    if var == "EZPZ_DEVICE":  # the text form says the same
+        text = ezpz("doctor", env=clean_env(**{var: value}))
+        assert text.returncode == 1 and f"{var}='{value}'" in text.stdout and "fix:" in text.stdout
 
 
 def test_inconsistent_launcher_variables_fail_doctor():

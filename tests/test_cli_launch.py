@@ -54,9 +54,12 @@ def test_pbs_with_mpich_hydra(tmp_path, nodefile):
 
 def test_pbs_with_open_mpi(nodefile):
     need_tool("mpiexec")
-    argv, said = dry_run("--ppn", "4", "--", "python", "train.py", PBS_JOBID="1.pbs", PBS_NODEFILE=str(nodefile))
+    argv, said = dry_run("--ppn", "4", "--", "python", "train.py", PBS_JOBID="1.pbs", PBS_NODEFILE=str(nodefile),
+                         EZPZ_DEVICE="cpu")
     assert argv[:7] == ["mpiexec", "-n", "8", "--hostfile", str(nodefile), "--map-by", "ppr:4:node"]
     assert argv[-2:] == ["python", "train.py"] and "openmpi" in said
+    for name in ("PATH", "EZPZ_DEVICE"):  # remote ranks see only what Open MPI is told to pass
+        assert argv[argv.index(name) - 1] == "-x"
 
 
 @pytest.mark.parametrize(("flags", "want"), [

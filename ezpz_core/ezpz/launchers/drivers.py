@@ -1,4 +1,4 @@
-"""The built-in launch drivers: ``torchrun`` (one node), ``mpiexec`` (PBS/PALS, Open MPI, MPICH) and ``srun`` (Slurm)."""
+"""Built-in launch drivers: ``torchrun`` (one node), ``mpiexec`` (PBS/PALS, Open MPI, MPICH), ``srun`` (Slurm)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ from ezpz.launchers.base import Allocation, Command, Layout, Match
 from ezpz.launchers.probe import mpi_flavor, physical_cores, scheduler, which
 
 __all__ = ["Mpiexec", "Srun", "Torchrun"]
+
+
+# Variables Open MPI must be told to pass to ranks on other nodes (plus every EZPZ_*), when set.
+_EXPORT = frozenset({"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "OMP_NUM_THREADS",
+                     "MASTER_ADDR", "MASTER_PORT", "TORCH_DEVICE", "TORCH_BACKEND"})
 
 
 def _unique(hosts: Sequence[str]) -> tuple[str, ...]:
@@ -98,6 +103,11 @@ class Mpiexec:
             cmd = ["mpiexec", "-n", n]
             if hostfile:
                 cmd += ["--hostfile", hostfile, "--map-by", f"ppr:{ppn}:node"]
+                exported = [k for k in environ if k in _EXPORT or k.startswith("EZPZ_")]
+                for name in sorted(exported):
+                    cmd += ["-x", name]
+                if exported:
+                    notes.append(f"-x: Open MPI passes only named variables to other nodes ({len(exported)} exported)")
             else:
                 cores = physical_cores()
                 if layout.n > cores:
