@@ -103,7 +103,8 @@ def test_secrets_are_redacted():
 
 
 def test_secret_in_a_plugin_error_is_scrubbed(tmp_path):
-    env = with_pythonpath(clean_env(HF_TOKEN="hf_s3cretvalue"), broken_plugin(tmp_path / "site", "bad token hf_s3cretvalue"))
+    plugin = broken_plugin(tmp_path / "site", "bad token hf_s3cretvalue")
+    env = with_pythonpath(clean_env(HF_TOKEN="hf_s3cretvalue"), plugin)
     proc = ezpz("doctor", "--json", env=env)
     assert proc.returncode == 1 and "hf_s3cretvalue" not in proc.stdout and "<redacted>" in proc.stdout
 

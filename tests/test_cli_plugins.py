@@ -51,4 +51,5 @@ def test_a_site_launch_driver_is_listed(tmp_path):
     env = with_pythonpath(clean_env(), site_driver(tmp_path / "site"))
     doc = json.loads(ezpz("plugins", "--json", env=env).stdout)
     (flux,) = [d for d in doc["launchers"] if d["name"] == "flux"]
-    assert flux == {"name": "flux", "target": "ezpz_site_flux:Flux", "distribution": "ezpz-site-flux", "version": "1.2.3"}
+    assert flux == {"name": "flux", "target": "ezpz_site_flux:Flux", "distribution": "ezpz-site-flux",
+                    "version": "1.2.3"}

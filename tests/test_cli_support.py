@@ -66,7 +66,8 @@ SITE_DRIVER = """
 
 def site_driver(root: Path) -> Path:
     """A site's own launcher ``flux`` (distribution ezpz-site-flux), registered in group ezpz.launchers."""
-    return fake_dist(root, "ezpz-site-flux", "ezpz_site_flux", SITE_DRIVER, "[ezpz.launchers]\nflux = ezpz_site_flux:Flux\n")
+    return fake_dist(root, "ezpz-site-flux", "ezpz_site_flux", SITE_DRIVER,
+                     "[ezpz.launchers]\nflux = ezpz_site_flux:Flux\n")
 
 
 def fake_mpiexec(bindir: Path, banner: str) -> Path:
@@ -80,7 +81,8 @@ def fake_mpiexec(bindir: Path, banner: str) -> Path:
 
 def path_without(*tools: str, prepend: Path | None = None) -> str:
     """PATH minus every directory holding one of ``tools`` (optionally with ``prepend`` first)."""
-    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not any(Path(p, t).exists() for t in tools)]
+    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and not any(Path(p, t).exists() for t in tools)]
     return os.pathsep.join([str(prepend)] * (prepend is not None) + keep)
 
 

@@ -28,12 +28,12 @@ def err(*parts: object) -> None:
 
 
 def is_secret(name: str) -> bool:
-    """Names that look like they hold a credential (``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*API_KEY*``, ``*_KEY``)."""
+    """Names that look like credentials: ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*API_KEY*``, ``*_KEY``."""
     return bool(_SECRET.search(name))
 
 
 def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """Variables that change what ezpz decides (ezpz, torch, launchers, schedulers, vendor runtimes), secrets redacted."""
+    """Variables that change what ezpz decides (ezpz, torch, launchers, vendor runtimes), secrets redacted."""
     keep = {k: v for k, v in environ.items()
             if k.startswith(_PREFIXES) or k in _NAMES or k.endswith("_VISIBLE_DEVICES")}
     return {k: (REDACTED if is_secret(k) else v) for k, v in sorted(keep.items())}

@@ -125,7 +125,7 @@ def _text(report: dict[str, Any], explanation: Explanation | None) -> str:
         lines.append(f"  nothing: {report['error']['message']}")
     launcher = report["launcher"]
     lines += ["", "ezpz launch here would use"]
-    lines.append(f"  {launcher['name']}: {launcher['reason']}" if launcher["name"] else f"  no launcher: {launcher['reason']}")
+    lines.append(f"  {launcher['name'] or 'no launcher'}: {launcher['reason']}")
     lines += [f"    not {p['name']}: {p['reason']}" for p in launcher["passed_over"]]
     lines += ["", "environment (EZPZ_*, torch, launcher, scheduler and vendor variables; secrets redacted)"]
     lines += [f"  {k}={v}" for k, v in report["environment"].items()] or ["  none set"]

@@ -24,7 +24,7 @@ __all__ = ["add_launch_flags", "add_parser", "describe", "execute", "run"]
 def add_launch_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launcher", metavar="NAME", help="use this launch driver (see `ezpz plugins`) instead of choosing")
     p.add_argument("-n", "--np", dest="n", type=int, metavar="N",
-                   help="total processes (default: processes per node x nodes)")
+                   help="total processes (launch default: per node x nodes; test default: 1)")
     p.add_argument("--ppn", type=int, metavar="N",
                    help="processes per node (default: -n spread over the nodes, else one per accelerator)")
     p.add_argument("--hostfile", metavar="PATH", help="hosts to run on, one per line (default: the scheduler's)")

@@ -1,4 +1,4 @@
-"""``ezpz test``: a short run of the main job (``python -m ezpz.examples.train``) on whatever is here, then a report.
+"""``ezpz test``: a short run of the main job (``python -m ezpz.examples.train``) here, then a report.
 
 With ``-n 1`` (the default) the job runs as one plain process; with more it
 goes through the same launcher choice as ``ezpz launch``. Arguments after
@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("test", help="smoke-test the main job here and report speed and decisions",
                        description=__doc__, usage="ezpz test [options] [-- JOB ARGS...]")
     p.add_argument("--steps", type=int, default=20, metavar="S", help="training steps (default 20)")
-    p.add_argument("--json", action="store_true", help="print the job's JSON report instead of a summary (the job's own output goes to stderr)")
+    p.add_argument("--json", action="store_true",
+                   help="print the job's JSON report instead of a summary (the job's own output goes to stderr)")
     add_launch_flags(p)
     p.add_argument("job_args", nargs=argparse.REMAINDER, help="extra arguments for the job, after --")
     p.set_defaults(func=run)
@@ -49,7 +50,8 @@ def _memory(stats: Any) -> str:
     if not isinstance(stats, Mapping) or not stats:
         return str(stats)
     peaks = {k: v for k, v in stats.items() if "peak" in k or "max" in k} or dict(stats)
-    return ", ".join(f"{k} {_bytes(v) if 'bytes' in k and isinstance(v, (int, float)) else v}" for k, v in peaks.items())
+    shown = (f"{k} {_bytes(v) if 'bytes' in k and isinstance(v, (int, float)) else v}" for k, v in peaks.items())
+    return ", ".join(shown)
 
 
 def _summary(report: dict[str, Any], plan: LaunchPlan, wall: float) -> str:

@@ -41,7 +41,8 @@ def accelerators_per_node(environ: Mapping[str, str]) -> tuple[int, str]:
 
 def _positive(flag: str, value: int | None) -> None:
     if value is not None and value < 1:
-        raise ConfigError(name=flag, value=value, expected="a positive number of processes", fix=f"pass {flag} 1 or more")
+        raise ConfigError(name=flag, value=value, expected="a positive number of processes",
+                          fix=f"pass {flag} 1 or more")
 
 
 def resolve_layout(alloc: Allocation, n: int | None, ppn: int | None,

@@ -66,7 +66,7 @@ def physical_cores() -> int:
     for cpu in cpus:
         topo = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
         try:
-            cores.add((topo.joinpath("physical_package_id").read_text().strip(), topo.joinpath("core_id").read_text().strip()))
+            cores.add((topo.joinpath("physical_package_id").read_text(), topo.joinpath("core_id").read_text()))
         except OSError:
             return len(cpus)
     return len(cores) or len(cpus)
