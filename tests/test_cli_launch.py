@@ -234,3 +234,44 @@ def test_a_job_that_ignores_signals_is_killed_after_the_grace_period():
     finally:
         _cleanup(proc, marker)
     assert proc.returncode != 0 and took < 20 and left == []
+
+
+@pytest.mark.launcher
+def test_ctrl_c_at_a_terminal_stops_the_whole_job():
+    """^C typed at a terminal (SIGINT to the foreground process group) ends launcher and ranks, once."""
+    import pty
+    import select
+
+    need_tool("torchrun")
+    marker = f"ezpz-ctrl-c-test-{os.getpid()}"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session whose controlling terminal is the pty
+        env = clean_env(OMP_NUM_THREADS="1")
+        os.execve(PY, [PY, "-m", "ezpz", "launch", "--launcher", "torchrun", "-n", "2", "--",
+                       PY, "-c", f"{READY_THEN_SLEEP}  # {marker}"], env)
+    output, status, start = b"", None, time.monotonic()
+    try:
+        while output.count(b"ready") < 2 and time.monotonic() - start < 120:
+            if select.select([fd], [], [], 1)[0]:
+                output += os.read(fd, 4096)
+        os.write(fd, b"\x03")  # the terminal's interrupt character
+        start = time.monotonic()
+        while status is None and time.monotonic() - start < 60:
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    output += os.read(fd, 4096)
+                except OSError:
+                    pass
+            done, code = os.waitpid(pid, os.WNOHANG)
+            status = os.waitstatus_to_exitcode(code) if done else None
+        time.sleep(1)
+        left = _alive(marker)
+    finally:
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        for leftover in _alive(marker):
+            os.kill(leftover, signal.SIGKILL)
+        os.close(fd)
+    assert status not in (None, 0), output.decode(errors="replace")
+    assert left == []
