@@ -46,6 +46,7 @@ _HOSTS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "slurm": (*_SLURM_STEP, *_SLURM_JOB, ("nodelist", "SLURM_NODELIST")),
     "pals": (*_HOSTFILES, *_SLURM_STEP, *_SLURM_JOB),
     "pmix": (*_HOSTFILES, *_SLURM_STEP, *_SLURM_JOB),
+    # orte_default_hostfile: an Open MPI 4 MCA parameter (ompi_info); the PRRTE (Open MPI 5) name is by analogy.
     "openmpi": (*_HOSTFILES, ("hostfile", "OMPI_MCA_orte_default_hostfile"),
                 ("hostfile", "PRTE_MCA_prte_default_hostfile"), *_SLURM_JOB),
 }
