@@ -110,9 +110,13 @@ def test_strict_mode_raises_naming_the_plugin(test_plugins_dir):
     assert "libfake.so" in proc.stderr
 
 
-def test_bad_control_value_names_the_variable(test_plugins_dir):
-    proc = run_python("import ezpz", clean_env(EZPZ_STRICT_PLUGINS="maybe"))
+def test_bad_control_value_names_the_variable_at_setup_not_import(test_plugins_dir):
+    code = ("import ezpz; h = ezpz.hooks.get_plugin_host(); "
+            "print(sorted(n for n, r in h.records.items() if r.status == 'loaded')); ezpz.hooks.setup()")
+    proc = run_python(code, clean_env(PYTHONPATH=str(test_plugins_dir), EZPZ_STRICT_PLUGINS="maybe"))
     assert proc.returncode != 0
+    # import worked (so `ezpz doctor` can report it), with the built-ins only: never the user's unmeant settings
+    assert proc.stdout.strip() == "['cpu', 'launchers', 'mps']"
     assert "EZPZ_STRICT_PLUGINS='maybe'" in proc.stderr and "1/0" in proc.stderr
 
 

@@ -44,6 +44,8 @@ def test_explain_lists_every_topic_with_reasons(env):
     assert "not mps [mps]: apple: torch built without MPS" in text
     data = ezpz.hooks.get_runtime().explain().to_dict()
     assert {d["topic"] for d in data["decisions"]} >= {"launch", "device", "backend", "precision", "profiling"}
+    device = next(d for d in data["decisions"] if d["topic"] == "device")
+    assert {"name": "mps", "plugin": "mps"}.items() <= device["alternatives"][-1].items()  # records, not reprs
     assert all(d["reason"] for d in data["decisions"])
 
 

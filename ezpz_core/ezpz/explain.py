@@ -51,6 +51,8 @@ class Explanation:
 def _jsonable(_inst: Any, _field: Any, value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
+    if attrs.has(type(value)):
+        return attrs.asdict(value, value_serializer=_jsonable)
     if isinstance(value, Mapping):
         return {str(k): _jsonable(None, None, v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -14,9 +14,9 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from ezpz import _log
-from ezpz.errors import SetupError, UnavailableError
+from ezpz.errors import ConfigError, SetupError, UnavailableError
 from ezpz.plugins import PluginHost, load_plugins
-from ezpz.settings import SetupSettings
+from ezpz.settings import PluginSettings, SetupSettings
 
 if TYPE_CHECKING:  # imported where used: `import ezpz` only discovers plugins
     from ezpz.decisions import SetupPlan
@@ -26,7 +26,22 @@ if TYPE_CHECKING:  # imported where used: `import ezpz` only discovers plugins
 
 __all__ = ["get_plugin_host", "get_runtime", "plan", "reload_plugins", "setup", "teardown"]
 
-_host: PluginHost = load_plugins()
+def _load_host(environ: Mapping[str, str] | None = None) -> tuple[PluginHost, ConfigError | None]:
+    """Discover plugins; a bad plugin-control variable loads only the built-ins and is raised by setup()/plan().
+
+    Deferring the error keeps ``import ezpz`` (and so ``ezpz doctor``) working
+    when, say, ``EZPZ_STRICT_PLUGINS=maybe``, while never running with settings
+    the user did not mean.
+    """
+    try:
+        return load_plugins(environ), None
+    except ConfigError as err:
+        host = PluginHost(PluginSettings(allow=frozenset()))
+        host.discover()
+        return host, err
+
+
+_host, _host_error = _load_host()
 _runtime: Runtime | None = None
 _runtime_settings: SetupSettings | None = None
 _applied_env: dict[str, str] = {}
@@ -39,10 +54,12 @@ def get_plugin_host() -> PluginHost:
 
 def reload_plugins(environ: Mapping[str, str] | None = None) -> PluginHost:
     """Rediscover plugins (after changing ``EZPZ_PLUGINS`` etc.). Not allowed after setup()."""
-    global _host
+    global _host, _host_error
     if _runtime is not None:
         raise SetupError("reload_plugins() after setup(): call ezpz.hooks.teardown() first")
-    _host = load_plugins(environ)
+    _host, _host_error = _load_host(environ)
+    if _host_error is not None:
+        raise _host_error
     return _host
 
 
@@ -70,6 +87,8 @@ def plan(
     from ezpz.planning import explain_plan, plan_setup
     from ezpz.probe import probe_torch_build
 
+    if _host_error is not None:
+        raise _host_error
     env = os.environ if environ is None else environ
     settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)
     the_plan = plan_setup(Hooks(_host), settings, env, build or probe_torch_build())
@@ -95,6 +114,8 @@ def setup(
     from ezpz.probe import probe_torch_build
     from ezpz.runtime import Runtime
 
+    if _host_error is not None:
+        raise _host_error
     env = os.environ
     settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)
     if _runtime is not None:
