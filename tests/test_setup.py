@@ -156,3 +156,24 @@ def test_reasons_name_the_variable_the_user_set(env):
     env.setenv("TORCH_BACKEND", "gloo")
     plan, _ = ezpz.hooks.plan()
     assert plan.backend.reason.startswith("requested by TORCH_BACKEND=gloo")
+
+
+def test_core_resolves_a_rendezvous_a_site_plugin_left_open():
+    """A site launcher plugin may return a multi-rank LaunchEnv without master address/port."""
+    from ezpz import hookimpl
+    from ezpz.facts import LaunchEnv
+
+    class SiteLauncher:
+        @hookimpl(tryfirst=True)
+        def ezpz_detect_launch_env(self, environ):
+            return LaunchEnv(launcher="site", rank=1, world_size=2, local_rank=1, local_world_size=2, reason="site")
+
+    host = ezpz.hooks.get_plugin_host()
+    assert host.register("site-launcher", SiteLauncher())
+    try:
+        plan, _ = ezpz.hooks.plan(environ={"SLURM_JOB_ID": "1234"})
+    finally:
+        host.pm.unregister(name="site-launcher")
+        host.records.pop("site-launcher", None)
+    assert plan.launch.launcher == "site"
+    assert plan.launch.master_addr == "127.0.0.1" and 1 <= plan.launch.master_port <= 65535

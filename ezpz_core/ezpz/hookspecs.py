@@ -105,8 +105,9 @@ def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv | None:
     process; a site plugin can answer first for its own launcher.
 
     :param environ: The process environment.
-    :return: A :class:`~ezpz.facts.LaunchEnv` (rendezvous may be unresolved),
-        or None.
+    :return: A :class:`~ezpz.facts.LaunchEnv`, or None. Leave ``master_addr``/
+        ``master_port`` as None to have the core derive them
+        (:func:`ezpz.launch.resolve_rendezvous`).
 
     .. versionadded:: 0.1
     """

@@ -36,6 +36,10 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
             fix="the built-in 'launchers' plugin is disabled (EZPZ_DISABLE_PLUGINS); re-enable it",
         )
     launch: LaunchEnv = found[1]
+    if launch.distributed and (launch.master_addr is None or launch.master_port is None):
+        from ezpz.launch import resolve_rendezvous  # a site plugin may leave the rendezvous to the core
+
+        launch = resolve_rendezvous(launch, environ)
 
     candidates: list[DeviceCandidate] = []
     rejections: list[Rejection] = []
