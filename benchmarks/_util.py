@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
 
+#: Children run as a user's would: with bytecode caches. Some sandboxes export
+#: PYTHONDONTWRITEBYTECODE=1, which makes every import recompile its source.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-def py_json(code: str, env: dict[str, str] | None = None) -> dict:
+
+def py_json(code: str, env: dict[str, str] | None = None, args: list[str] | None = None) -> dict:
     """Run ``code`` in a fresh interpreter; it must print one JSON object last."""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run([sys.executable, "-c", code, *(args or [])], capture_output=True, text=True, check=True,
+                         env=CHILD_ENV if env is None else env)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def warm_up(code: str) -> None:
+    """One untimed run so bytecode caches exist, as after any first use."""
+    py_json(code)
 
 
 def median(xs: list[float]) -> float:

@@ -7,7 +7,7 @@ the same run, only to show the scale.
 
 from __future__ import annotations
 
-from _util import median, py_json
+from _util import median, py_json, warm_up
 
 ROUNDS = 7
 CODE = """
@@ -22,6 +22,7 @@ print(json.dumps({"first": t1 - t0, "again": again[len(again) // 2], "device": s
 
 
 def main() -> None:
+    warm_up(CODE)
     runs = [py_json(CODE) for _ in range(ROUNDS)]
     first = median([r["first"] for r in runs]) * 1e3
     again = median([r["again"] for r in runs]) * 1e3
