@@ -8,12 +8,12 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-__all__ = ["Alternative", "DeviceCandidate", "ProbeReport", "Rejection", "TorchBuild"]
+__all__ = ["Alternative", "DeviceCandidate", "LaunchEnv", "ProbeReport", "Rejection", "TorchBuild", "parse_release"]
 
 
-def _version_tuple(version: str) -> tuple[int, int]:
-    """``"2.8.0+xpu"`` -> ``(2, 8)``; unparsable parts count as 0."""
-    parts = version.split("+", 1)[0].split(".")
+def parse_release(version: str) -> tuple[int, int]:
+    """``"2.8.0+xpu"`` -> ``(2, 8)``; ``"6.1.40091-a8dbc0c19"`` -> ``(6, 1)``; unparsable parts count as 0."""
+    parts = version.split("+", 1)[0].split("-", 1)[0].split(".")
     nums = []
     for part in parts[:2]:
         digits = "".join(ch for ch in part if ch.isdigit())
@@ -42,7 +42,7 @@ class TorchBuild:
     @property
     def release(self) -> tuple[int, int]:
         """``(major, minor)`` of the torch version, for version-keyed tables."""
-        return _version_tuple(self.version)
+        return parse_release(self.version)
 
     def at_least(self, major: int, minor: int) -> bool:
         return self.release >= (major, minor)

@@ -64,7 +64,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     rt = ezpz.hooks.setup()
     say = print if rt.is_main else (lambda *a, **k: None)
     say(f"[ezpz] {rt.world_size} rank(s) on {rt.num_nodes} node(s); device {rt.device} ({rt.vendor}), "
@@ -126,4 +125,5 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # the script's own choice
     main(sys.argv[1:])

@@ -15,13 +15,9 @@ def base_arch(gcn_arch_name: str) -> str:
 
 def hip_release(hip: str) -> tuple[int, int]:
     """``"6.1.40091-a8dbc0c19"`` -> ``(6, 1)``; unparsable parts count as 0."""
-    nums: list[int] = []
-    for part in hip.split("-", 1)[0].split(".")[:2]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        nums.append(int(digits) if digits else 0)
-    while len(nums) < 2:
-        nums.append(0)
-    return nums[0], nums[1]
+    from ezpz.facts import parse_release
+
+    return parse_release(hip)
 
 
 @frozen(kw_only=True)
