@@ -7,15 +7,17 @@ this plugin offered (``isinstance(device.facts, CudaFacts)``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
-from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
-from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
-from ezpz.policies import choose_backend, choose_precision
-from ezpz_cuda import policy, probe
-from ezpz_cuda.facts import CudaFacts
+
+# The rest is imported inside the hooks, so that `import ezpz` (which imports this module) stays cheap.
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz_cuda.facts import CudaFacts
 
 __all__ = [
     "ezpz_amp_policy",
@@ -29,6 +31,9 @@ __all__ = [
 
 def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | str:
     """Run the probes this build and environment call for; return the facts, or why there is no device."""
+    from ezpz_cuda import policy, probe
+    from ezpz_cuda.facts import CudaFacts
+
     rejected = policy.build_rejection(build)
     if rejected:
         return rejected
@@ -70,6 +75,9 @@ def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | s
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``cuda`` for the visible NVIDIA GPUs, or say why not."""
+    from ezpz.facts import ProbeReport
+    from ezpz_cuda import policy
+
     found = gather_facts(build, environ)
     if isinstance(found, str):
         return ProbeReport.rejected("cuda", "nvidia", found)
@@ -81,6 +89,10 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """NCCL, else gloo."""
+    from ezpz.policies import choose_backend
+    from ezpz_cuda import policy
+    from ezpz_cuda.facts import CudaFacts
+
     if not isinstance(device.facts, CudaFacts):
         return None
     return choose_backend(policy.backend_options(build), requested=requested, device=policy.device_label(device.facts))
@@ -92,6 +104,10 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 
     Decided for the least capable visible GPU so every local rank agrees.
     """
+    from ezpz.policies import choose_precision
+    from ezpz_cuda import policy
+    from ezpz_cuda.facts import CudaFacts
+
     if not isinstance(device.facts, CudaFacts):
         return None
     gpu, label = device.facts.weakest, policy.device_label(device.facts)
@@ -133,6 +149,9 @@ def cuda_memory_stats(device: Any) -> dict[str, float]:
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """CPU+CUDA profiler activities, NVTX ranges, ``torch.cuda`` memory counters."""
+    from ezpz.decisions import ProfilingSupport
+    from ezpz_cuda.facts import CudaFacts
+
     if not isinstance(device.facts, CudaFacts):
         return None
     return ProfilingSupport(
@@ -149,6 +168,9 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Sets nothing; says so only when the probe had to initialise CUDA (a fork hazard)."""
+    from ezpz.decisions import LifecycleAction
+    from ezpz_cuda.facts import CudaFacts
+
     facts = plan.device.candidate.facts
     if not isinstance(facts, CudaFacts) or facts.probe != "torch":
         return None

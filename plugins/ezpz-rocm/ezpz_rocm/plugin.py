@@ -6,15 +6,16 @@ Every hook but the probe answers only for a device this plugin offered
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
-from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
-from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
-from ezpz.policies import choose_backend, choose_precision
-from ezpz_rocm import policy, probe
-from ezpz_rocm.facts import RocmFacts
+
+# The rest is imported inside the hooks, so that `import ezpz` (which imports this module) stays cheap.
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
     "ezpz_amp_policy",
@@ -34,6 +35,9 @@ PROFILING_REASON = (
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``cuda`` (vendor ``amd``) on a ROCm build with at least one visible AMD GPU; say why not otherwise."""
+    from ezpz.facts import ProbeReport
+    from ezpz_rocm import policy, probe
+
     if not build.hip:
         return ProbeReport.rejected("cuda", "amd", policy.NOT_ROCM)
     tunableop = policy.tunableop_requested(environ, build.hip)  # raises ConfigError naming EZPZ_ROCM_TUNABLEOP
@@ -54,6 +58,10 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """RCCL (``nccl``) when the build has it, else gloo."""
+    from ezpz.policies import choose_backend
+    from ezpz_rocm import policy
+    from ezpz_rocm.facts import RocmFacts
+
     if not isinstance(device.facts, RocmFacts):
         return None
     return choose_backend(policy.backend_options(build), requested=requested, device=policy.device_label(device.facts))
@@ -62,6 +70,10 @@ def ezpz_select_backend(
 @hookimpl
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
     """bf16 on architectures with bf16 matrix units, else fp16 with a grad scaler; TF32 always off."""
+    from ezpz.policies import choose_precision
+    from ezpz_rocm import policy
+    from ezpz_rocm.facts import RocmFacts
+
     if not isinstance(device.facts, RocmFacts):
         return None
     return choose_precision(
@@ -100,6 +112,9 @@ def _memory_stats(device: Any) -> Mapping[str, float]:
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """CPU + CUDA profiler activities, roctx ranges through torch.cuda.nvtx, torch.cuda memory statistics."""
+    from ezpz.decisions import ProfilingSupport
+    from ezpz_rocm.facts import RocmFacts
+
     if not isinstance(device.facts, RocmFacts):
         return None
     return ProfilingSupport(
@@ -111,6 +126,9 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Turn TunableOp on (``PYTORCH_TUNABLEOP_ENABLED=1``) only when the user opted in with ``EZPZ_ROCM_TUNABLEOP``."""
+    from ezpz_rocm import policy
+    from ezpz_rocm.facts import RocmFacts
+
     facts = plan.device.candidate.facts
     if not isinstance(facts, RocmFacts):
         return None

@@ -8,18 +8,16 @@ plan needs them, through :func:`ezpz_xpu.probe.import_module`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
-from ezpz._log import get_logger
-from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
-from ezpz.errors import UnavailableError
-from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
-from ezpz.policies import choose_backend, choose_precision
 
-from ezpz_xpu import policy, probe
-from ezpz_xpu.facts import XpuFacts
+# The rest is imported inside the hooks, so that `import ezpz` (which imports this module) stays cheap.
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
     "ezpz_amp_policy",
@@ -40,6 +38,9 @@ _MEMORY_FUNCS = (
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``xpu`` when torch has XPU and Level Zero shows at least one device; otherwise say why not."""
+    from ezpz.facts import ProbeReport
+    from ezpz_xpu import policy, probe
+
     why_not = policy.build_rejection(build)
     if why_not:
         return ProbeReport.rejected("xpu", "intel", why_not)
@@ -55,6 +56,10 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """xccl (torch >= 2.8), else ccl (oneCCL bindings installed), else gloo with a warning."""
+    from ezpz.policies import choose_backend
+    from ezpz_xpu import policy
+    from ezpz_xpu.facts import XpuFacts
+
     if not isinstance(device.facts, XpuFacts):
         return None
     return choose_backend(policy.backend_options(device.facts, build), requested=requested,
@@ -64,6 +69,10 @@ def ezpz_select_backend(
 @hookimpl
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
     """bf16 where the device has it natively, else fp16 with a scaler where FP64 allows, else fp32."""
+    from ezpz.policies import choose_precision
+    from ezpz_xpu import policy
+    from ezpz_xpu.facts import XpuFacts
+
     if not isinstance(device.facts, XpuFacts):
         return None
     return choose_precision(policy.precision_options(device.facts, requested), requested=requested,
@@ -74,6 +83,9 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """XPU profiler activity, ITT ranges (VTune), memory from ``torch.xpu``."""
+    from ezpz.decisions import ProfilingSupport
+    from ezpz_xpu.facts import XpuFacts
+
     if not isinstance(device.facts, XpuFacts):
         return None
     if device.facts.itt:
@@ -93,6 +105,12 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Import IPEX only where the torch version needs it, the oneCCL bindings only for ``ccl``; say so."""
+    from ezpz._log import get_logger
+    from ezpz.decisions import LifecycleAction
+    from ezpz.errors import UnavailableError
+    from ezpz_xpu import policy, probe
+    from ezpz_xpu.facts import XpuFacts
+
     facts = plan.device.candidate.facts
     if not isinstance(facts, XpuFacts):
         return None
