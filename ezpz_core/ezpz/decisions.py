@@ -8,6 +8,8 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
+from ezpz._convert import as_dict, as_tuple
+
 from ezpz.facts import Alternative, DeviceCandidate, LaunchEnv, TorchBuild
 
 __all__ = [
@@ -40,7 +42,7 @@ class DeviceChoice:
     candidate: DeviceCandidate
     index: int | None
     reason: str = field(validator=_explained)
-    alternatives: tuple[Alternative, ...] = field(default=(), converter=tuple)
+    alternatives: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
 
     @property
     def torch_device(self) -> str:
@@ -63,7 +65,7 @@ class BackendChoice:
 
     name: str
     reason: str = field(validator=_explained)
-    alternatives: tuple[Alternative, ...] = field(default=(), converter=tuple)
+    alternatives: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
 
 
 @frozen(kw_only=True)
@@ -86,7 +88,7 @@ class AmpPolicy:
     tf32: bool
     reason: str = field(validator=_explained)
     tf32_reason: str = "TF32 does not apply to this device"
-    alternatives: tuple[Alternative, ...] = field(default=(), converter=tuple)
+    alternatives: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
 
     @property
     def torch_dtype(self) -> Any:
@@ -105,7 +107,7 @@ class ProfilingSupport:
     a flat mapping of numbers for a ``torch.device``.
     """
 
-    activities: tuple[str, ...] = field(converter=tuple)
+    activities: tuple[str, ...] = field(converter=as_tuple)
     reason: str = field(validator=_explained)
     marker: str | None = None
     range_push: Callable[[str], Any] | None = field(default=None, eq=False)
@@ -122,7 +124,7 @@ class LifecycleAction:
     """
 
     reason: str = field(validator=_explained)
-    env_defaults: Mapping[str, str] = field(factory=dict, converter=dict, hash=False)
+    env_defaults: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
     plugin: str = ""
 
 
@@ -146,5 +148,5 @@ class Decision:
     topic: str
     chosen: str
     reason: str
-    alternatives: tuple[Alternative, ...] = field(default=(), converter=tuple)
-    details: Mapping[str, Any] = field(factory=dict, converter=dict, hash=False)
+    alternatives: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
+    details: Mapping[str, Any] = field(factory=dict, converter=as_dict, hash=False)

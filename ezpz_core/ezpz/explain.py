@@ -8,6 +8,8 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
+from ezpz._convert import as_tuple
+
 from ezpz.decisions import Decision
 
 __all__ = ["Explanation"]
@@ -17,8 +19,8 @@ __all__ = ["Explanation"]
 class Explanation:
     """Every decision with its reason and rejected alternatives, plus plugin status."""
 
-    decisions: tuple[Decision, ...] = field(converter=tuple)
-    plugins: tuple[Mapping[str, Any], ...] = field(default=(), converter=tuple)
+    decisions: tuple[Decision, ...] = field(converter=as_tuple)
+    plugins: tuple[Mapping[str, Any], ...] = field(default=(), converter=as_tuple)
 
     def __getitem__(self, topic: str) -> Decision:
         for d in self.decisions:

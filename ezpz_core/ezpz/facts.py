@@ -8,6 +8,8 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
+from ezpz._convert import as_dict, as_tuple
+
 __all__ = ["Alternative", "DeviceCandidate", "LaunchEnv", "ProbeReport", "Rejection", "TorchBuild", "parse_release"]
 
 
@@ -81,12 +83,12 @@ class DeviceCandidate:
     count: int = field(default=1, validator=attrs.validators.ge(0))
     priority: int = 0
     shared: bool = False
-    names: tuple[str, ...] = field(default=(), converter=tuple)
+    names: tuple[str, ...] = field(default=(), converter=as_tuple)
     arch: str | None = None
-    total_memory: tuple[int, ...] = field(default=(), converter=tuple)
-    physical_ids: tuple[str, ...] = field(default=(), converter=tuple)
+    total_memory: tuple[int, ...] = field(default=(), converter=as_tuple)
+    physical_ids: tuple[str, ...] = field(default=(), converter=as_tuple)
     visible_devices_var: str | None = None
-    details: Mapping[str, Any] = field(factory=dict, converter=dict, hash=False)
+    details: Mapping[str, Any] = field(factory=dict, converter=as_dict, hash=False)
     facts: Any = field(default=None, eq=False, hash=False, repr=False)
     plugin: str = ""
 
@@ -109,8 +111,8 @@ class Rejection:
 class ProbeReport:
     """What one plugin's device probe found: candidates and rejections."""
 
-    candidates: tuple[DeviceCandidate, ...] = field(default=(), converter=tuple)
-    rejections: tuple[Rejection, ...] = field(default=(), converter=tuple)
+    candidates: tuple[DeviceCandidate, ...] = field(default=(), converter=as_tuple)
+    rejections: tuple[Rejection, ...] = field(default=(), converter=as_tuple)
 
     @classmethod
     def rejected(cls, device_type: str, vendor: str, reason: str) -> ProbeReport:
@@ -158,10 +160,10 @@ class LaunchEnv:
     master_addr: str | None = None
     master_port: int | None = None
     job_id: str | None = None
-    hosts: tuple[str, ...] = field(default=(), converter=tuple)
-    sources: Mapping[str, str] = field(factory=dict, converter=dict, hash=False)
+    hosts: tuple[str, ...] = field(default=(), converter=as_tuple)
+    sources: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
     reason: str = ""
-    rejected: tuple[Alternative, ...] = field(default=(), converter=tuple)
+    rejected: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
 
     @property
     def distributed(self) -> bool:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from attrs import field, frozen
 
+from ezpz._convert import as_frozenset
+
 from ezpz import hookimpl
 
 if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
@@ -23,18 +25,18 @@ FP16_FLAGS = ("avx512_fp16", "amx_fp16")
 class CpuFacts:
     model: str
     machine: str
-    flags: frozenset[str] = field(converter=frozenset)
+    flags: frozenset[str] = field(converter=as_frozenset)
 
 
 def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> CpuFacts:
     """Read the CPU model and feature flags (Linux ``/proc/cpuinfo``; elsewhere, no flags)."""
-    model, flags = platform.processor() or platform.machine(), set()
+    model, flags = platform.machine(), set()  # not platform.processor(): it runs `uname -p` in a subprocess
     try:
         with open(cpuinfo_path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 key, _, value = line.partition(":")
                 key = key.strip().lower()
-                if key in ("model name", "cpu model") and model in ("", platform.machine(), platform.processor()):
+                if key in ("model name", "cpu model") and model == platform.machine():
                     model = value.strip()
                 elif key in ("flags", "features"):
                     flags.update(value.split())
