@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,16 @@ def test_plugins_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def rank_rows(stdout: str) -> list[dict]:
+    """Flat JSON objects printed by each rank, sorted by rank.
+
+    A launcher may merge several ranks' lines into one (seen with torchrun and
+    Open MPI on a busy machine), so objects are found anywhere in the text.
+    """
+    rows = [json.loads(m) for m in re.findall(r"\{[^{}]*\}", stdout)]
+    return sorted(rows, key=lambda r: r["rank"])
 
 
 def last_json(stdout: str) -> dict:

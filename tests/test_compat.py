@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import socket
@@ -16,7 +15,7 @@ import torch.distributed as dist
 
 import ezpz
 import ezpz.compat as compat
-from conftest import _LEAKY_NAMES, _LEAKY_PREFIXES, clean_env, need_tool
+from conftest import _LEAKY_NAMES, _LEAKY_PREFIXES, clean_env, need_tool, rank_rows
 from ezpz.errors import ConfigError, SetupError, UnavailableError
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "original_ezpz_script.py")
@@ -229,7 +228,7 @@ def test_original_script_under_torchrun(wrapper):
         env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="120"), capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = sorted((json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")), key=lambda r: r["rank"])
+    rows = rank_rows(proc.stdout)
     assert [r["rank"] for r in rows] == [0, 1]
     for row in rows:
         assert row["ok"], row

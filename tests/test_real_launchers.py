@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -13,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, need_tool
+from conftest import clean_env, need_tool, rank_rows
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "allreduce_check.py")
 pytestmark = pytest.mark.launcher
@@ -23,12 +21,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def rank_lines(stdout: str) -> list[dict]:
-    """Each rank prints one flat JSON object; mpiexec may merge ranks' output onto one line."""
-    rows = [json.loads(m) for m in re.findall(r"\{[^{}]*\}", stdout)]
-    return sorted(rows, key=lambda r: r["rank"])
 
 
 def check_layout(rows: list[dict], world: int, launcher: str) -> None:
@@ -47,7 +39,7 @@ def test_torchrun_four_ranks():
         env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="120"), capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    check_layout(rank_lines(proc.stdout), 4, "torchrun")
+    check_layout(rank_rows(proc.stdout), 4, "torchrun")
 
 
 def test_openmpi_mpiexec_four_ranks_without_mpi4py():
@@ -58,7 +50,7 @@ def test_openmpi_mpiexec_four_ranks_without_mpi4py():
         env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="120"), capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    check_layout(rank_lines(proc.stdout), 4, "openmpi")
+    check_layout(rank_rows(proc.stdout), 4, "openmpi")
 
 
 def test_plain_python_without_launcher_or_mpi():
@@ -67,7 +59,7 @@ def test_plain_python_without_launcher_or_mpi():
     code = "import sys; sys.modules['mpi4py'] = None; sys.argv = ['x', '1']; exec(open(%r).read())" % SCRIPT
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    (row,) = rank_lines(proc.stdout)
+    (row,) = rank_rows(proc.stdout)
     assert row["launcher"] == "single" and row["world_size"] == 1 and row["pg"] is False
 
 
