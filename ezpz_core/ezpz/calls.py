@@ -46,9 +46,7 @@ class Hooks:
             start = time.perf_counter()
             try:
                 result = impl.function(**args)
-            except ConfigError:
-                raise
-            except PluginError:
+            except (ConfigError, PluginError):  # the user's input, or strict mode: not the plugin's fault to hide
                 raise
             except Exception as err:
                 self.host.quarantine(name, err, stage=f"hook {hook}")
