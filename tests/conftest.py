@@ -76,6 +76,27 @@ def last_json(stdout: str) -> dict:
     raise AssertionError(f"no JSON line in output:\n{stdout}")
 
 
+@pytest.fixture
+def recorded_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Make the CPU plugin see a recorded machine (``tests/cpu_recorded.py``) instead of this host.
+
+    ``recorded_cpu("sapphire-rapids-8470")`` returns the record; the real probe parses its cpuinfo text.
+    """
+    from cpu_recorded import BY_NAME
+
+    import ezpz.builtin.cpu as cpu
+
+    real_probe = cpu.probe_cpu
+
+    def use(name: str):
+        record = BY_NAME[name]
+        path = str(record.write(tmp_path))
+        monkeypatch.setattr(cpu, "probe_cpu", lambda *a, **k: real_probe(path, machine=record.machine))
+        return record
+
+    return use
+
+
 @pytest.fixture(autouse=True)
 def _fresh_runtime():
     """Each test starts and ends without a live runtime or process group."""

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import ezpz
-from ezpz.builtin.cpu import CpuFacts, cpu_candidate, cpu_precision_options
+from ezpz.builtin.cpu import CpuFacts, cpu_candidate, cpu_precision_options, probe_cpu
 from ezpz.errors import ConfigError, SetupError, UnavailableError
 from ezpz.policies import choose_precision
 
@@ -29,7 +29,8 @@ def test_single_process_setup_returns_a_complete_runtime(env):
     assert ezpz.hooks.get_runtime() is rt
 
 
-def test_setup_again_with_other_overrides_raises(env):
+def test_setup_again_with_other_overrides_raises(env, recorded_cpu):
+    recorded_cpu("sapphire-rapids-8470")  # a CPU where bf16 is allowed, whatever this host is
     ezpz.hooks.setup(precision="fp32")
     with pytest.raises(SetupError, match="teardown"):
         ezpz.hooks.setup(precision="bf16")
@@ -50,10 +51,13 @@ def test_explain_lists_every_topic_with_reasons(env):
 
 
 def test_cpu_with_native_bf16_autocasts_in_bf16(env):
-    facts = CpuFacts(model="this machine", machine="x86_64", flags={"avx512_bf16"})
-    policy = choose_precision(cpu_precision_options(facts), requested="auto", device="cpu")
-    assert policy.dtype == "bf16" and policy.autocast and not policy.grad_scaler
+    """A real bf16 autocast on this host's CPU: runs only where the probe finds native bf16."""
+    facts = probe_cpu()
+    bf16 = next(o for o in cpu_precision_options(facts) if o.dtype == "bf16")
+    if not bf16.supported:
+        pytest.skip(f"this host's CPU probe says: {bf16.reason}")
     rt = ezpz.hooks.setup(precision="bf16")
+    assert rt.amp.dtype == "bf16" and rt.amp.autocast and not rt.amp.grad_scaler
     lin = torch.nn.Linear(8, 8)
     with rt.autocast():
         out = lin(torch.randn(2, 8))

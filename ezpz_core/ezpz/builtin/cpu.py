@@ -28,22 +28,26 @@ class CpuFacts:
     flags: frozenset[str] = field(converter=as_frozenset)
 
 
-def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> CpuFacts:
-    """Read the CPU model and feature flags (Linux ``/proc/cpuinfo``; elsewhere, no flags)."""
-    model, flags = platform.machine(), set()  # not platform.processor(): it runs `uname -p` in a subprocess
+def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo", machine: str | None = None) -> CpuFacts:
+    """Read the CPU model and feature flags (Linux ``/proc/cpuinfo``; elsewhere, no flags).
+
+    ``cpuinfo_path`` and ``machine`` (default ``platform.machine()``) let tests feed a recorded machine.
+    """
+    machine = machine or platform.machine()
+    model, flags = machine, set()  # not platform.processor(): it runs `uname -p` in a subprocess
     try:
         with open(cpuinfo_path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 key, _, value = line.partition(":")
                 key = key.strip().lower()
-                if key in ("model name", "cpu model") and model == platform.machine():
+                if key in ("model name", "cpu model") and model == machine:
                     model = value.strip()
                 elif key in ("flags", "features"):
                     flags.update(value.split())
                     break
     except OSError:
         pass
-    return CpuFacts(model=model, machine=platform.machine(), flags=flags)
+    return CpuFacts(model=model, machine=machine, flags=flags)
 
 
 def cpu_candidate(facts: CpuFacts) -> DeviceCandidate:
