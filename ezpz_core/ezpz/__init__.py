@@ -13,7 +13,7 @@ from typing import Any
 
 import pluggy
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"  # = pyproject.toml; 1.x sorts above the unrelated PyPI "ezpz" 0.1.x
 
 hookimpl = pluggy.HookimplMarker("ezpz")
 """Marker for plugin hook implementations: ``@ezpz.hookimpl``."""

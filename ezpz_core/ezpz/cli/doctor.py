@@ -13,6 +13,7 @@ from typing import Any
 import ezpz
 from ezpz.cli._util import jsonable, relevant_env, scrub, table
 from ezpz.cli.plugins import plugin_rows
+from ezpz.cli.versions import distribution_rows, text_lines, version_problems
 from ezpz.errors import ConfigError, EzpzError
 from ezpz.explain import Explanation
 
@@ -83,6 +84,8 @@ def collect(environ: Mapping[str, str]) -> tuple[dict[str, Any], Explanation | N
                 f"failed at {row['stage']}: {row['error']}",
                 f"upgrade or uninstall {row['distribution']}, or set EZPZ_DISABLE_PLUGINS={row['name']}",
             ))
+    distributions = distribution_rows(plugins)
+    problems += version_problems(distributions)
     torch_build = _torch_build(plan)
     if "error" in torch_build:
         problems.append(_problem(f"torch cannot be inspected: {torch_build['error']}", "reinstall torch"))
@@ -94,6 +97,7 @@ def collect(environ: Mapping[str, str]) -> tuple[dict[str, Any], Explanation | N
                  "platform": platform.platform()},
         "torch": torch_build,
         "plugins": plugins,
+        "distributions": distributions,
         "decisions": decisions,
         "error": error,
         "launcher": _launcher(environ),
@@ -118,6 +122,7 @@ def _text(report: dict[str, Any], explanation: Explanation | None) -> str:
         rows.append([p["name"], p["status"].upper() if p["status"] == "failed" else p["status"],
                      f"{p['distribution']} {p['version']}", detail])
     lines += table(rows)
+    lines += ["", "versions (core, and the core range each plugin declares)", *text_lines(report["distributions"])]
     lines += ["", "setup() here would decide"]
     if explanation is not None:  # plugin failures are listed above and under problems
         lines += ["  " + ln for ln in str(Explanation(decisions=explanation.decisions)).splitlines()]

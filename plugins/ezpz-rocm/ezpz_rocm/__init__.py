@@ -11,6 +11,6 @@ vendor modules (``amdsmi``, ``torch``) are imported inside the probe and hooks.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 __all__ = ["__version__"]

@@ -7,6 +7,8 @@ point, and every decision comes from ``ezpz.hooks.plan(environ=..., build=...)``
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import pytest
 from rocm_recorded import BUILDS, CPU, NO_RCCL, torchrun_env
 
@@ -51,7 +53,7 @@ def test_plugin_is_loaded_through_its_entry_point() -> None:
     assert record.status == "loaded" and record.target == "ezpz_rocm.plugin" and not record.builtin
     assert set(record.hooks) == {"ezpz_probe_devices", "ezpz_select_backend", "ezpz_amp_policy", "ezpz_profiling",
                                  "ezpz_before_init"}
-    assert record.distribution == ("ezpz-rocm", "0.1.0")
+    assert record.distribution == ("ezpz-rocm", importlib.metadata.version("ezpz-rocm"))
 
 
 def test_recorded_cpu_build_is_rejected_with_reason() -> None:
