@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import ezpz as ezpz_pkg
 from conftest import clean_env
 from test_cli_support import broken_plugin, ezpz, with_pythonpath
 
@@ -111,5 +112,5 @@ def test_secret_in_a_plugin_error_is_scrubbed(tmp_path):
 
 def test_version_and_python_m_are_the_same_cli():
     proc = ezpz("--version")
-    assert proc.returncode == 0 and proc.stdout.startswith("ezpz 0.") and "torch" in proc.stdout
+    assert proc.returncode == 0 and proc.stdout.startswith(f"ezpz {ezpz_pkg.__version__} (") and "torch" in proc.stdout
     assert ezpz("--help").stdout.count("doctor") >= 1
