@@ -1,0 +1,57 @@
+"""The docs' sample outputs (docs/index.md, docs/getting-started.md) still match what the code prints.
+
+Each sample is produced again by the same real run as ``scripts/doc_samples.py`` and compared by shape:
+numbers, paths, column widths, the CPU's name and the CPU-dependent precision choice are masked, so the
+check holds on any CPU, while a changed line, a new or removed line, or a renamed section fails it.
+Fix a failure by running ``python scripts/doc_samples.py`` and reviewing the diff.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+
+from conftest import ROOT, need_tool
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import doc_samples  # noqa: E402
+
+LAUNCHED = {"train-torchrun": "torchrun", "train-mpiexec": "mpiexec", "explain-mpiexec": "mpiexec"}
+
+
+def _param(name: str):
+    marks = [pytest.mark.launcher] if name in LAUNCHED else []
+    return pytest.param(name, id=name, marks=marks)
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in doc_samples.SAMPLES])
+def test_doc_sample_matches_what_the_code_prints(name):
+    if name in LAUNCHED:
+        need_tool(LAUNCHED[name])
+    page, _ = doc_samples.SAMPLES[name]
+    doc = doc_samples.blocks(page).get(name)
+    assert doc is not None, f"docs/{page} has no <!-- sample: {name} --> block"
+    now = doc_samples.render(name)
+    assert doc_samples.shape(doc) == doc_samples.shape(now), (
+        f"docs/{page} sample {name!r} no longer matches; run python scripts/doc_samples.py\n--- docs\n{doc}\n--- now\n{now}")
+
+
+def test_every_page_with_samples_names_the_machine():
+    for page in {p for p, _ in doc_samples.SAMPLES.values()}:
+        text = (doc_samples.DOCS / page).read_text()
+        label = text.split("<!-- samples-machine -->\n", 1)[1].split("\n<!-- /samples-machine -->", 1)[0]
+        assert "produced by `python scripts/doc_samples.py` on " in label and "torch " in label, page
+
+
+def test_shape_masks_what_varies_and_keeps_what_does_not():
+    shape = doc_samples.shape
+    a = "[ezpz] step    5  loss 2.1814     16.3 steps/s  (/usr/bin/torchrun)"
+    assert shape(a) == shape("[ezpz] step 10 loss 0.5 9.0 steps/s  (/opt/x/torchrun)")
+    assert shape(a) != shape("[ezpz] step 5 loss 2.1 16.3 samples/s (/usr/bin/torchrun)")
+    bf16 = "precision: bf16 (autocast on)\n    why: auto: CPU has native bf16\n    not fp16: no\ntimeout: 300s"
+    fp32 = "precision: fp32 (autocast off)\n    why: auto: no low-precision dtype\n    not bf16: no\n    not fp16: no\ntimeout: 5s"
+    assert shape(bf16) == shape(fp32) and shape(bf16)[-1] == "timeout: <n>s"
+    assert shape("    names: ('AMD EPYC',)") == shape("    names: ('Intel(R) Xeon(R) Platinum 8470',)")
+    assert shape("device: cpu") != shape("device: cuda")
