@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -112,3 +113,47 @@ def test_doctor_flags_a_really_installed_plugin_built_for_another_core(tmp_path)
     assert f"ezpz {report['distributions']['core']['version']} is installed" in problem["what"]
     text = run_ezpz("doctor", env=env).stdout
     assert "ezpz-future 2.0.0  requires ezpz<3,>=2: EXCLUDES the installed core" in text
+
+
+OURS = {"ezpz", "ezpz-cuda", "ezpz-rocm", "ezpz-xpu", "ezpz-example-hpu"}
+_TAKES_VALUE = {"-c", "-e", "-r", "-t", "--target", "--constraint", "--requirement", "--editable", "--index-url",
+                "--extra-index-url", "-i"}
+
+
+def _requirements(command: str) -> list[str]:
+    """The requirement arguments of one ``pip install ...`` command (options and their values dropped)."""
+    words, out, skip = command.split()[2:], [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in _TAKES_VALUE
+        else:
+            out.append(word.strip("'\""))
+    return out
+
+
+def _install_commands(path: Path):
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        for cmd in re.findall(r"pip install[^`#\n;&)]*", line):
+            yield n, cmd.strip()
+
+
+def test_no_doc_installs_our_packages_from_an_index_that_does_not_have_them():
+    """Until publication, every install of these distributions needs --find-links (or an editable path)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted(ROOT.glob("plugins/*/README.md"))]
+    bad = []
+    for page in pages:
+        for n, cmd in _install_commands(page):
+            if re.search(r"""-e\s+["']?\.\[""", cmd):  # pip install -e ".[xpu]": the extra's plugin is on no index
+                bad.append(f"{page.relative_to(ROOT)}:{n}: {cmd}")
+                continue
+            names = {re.split(r"[\[<>=!~;]", r, maxsplit=1)[0].lower() for r in _requirements(cmd)}
+            if names & OURS and "--find-links" not in cmd:
+                bad.append(f"{page.relative_to(ROOT)}:{n}: {cmd}")
+    assert not bad, "install lines that fetch an unrelated 'ezpz' or nothing at all:\n" + "\n".join(bad)
+
+
+def test_the_install_line_checker_catches_the_broken_forms():
+    assert _requirements('pip install -c constraints.txt -e . "ezpz[xpu]" ezpz-cuda>=1') == ["ezpz[xpu]", "ezpz-cuda>=1"]
+    assert _requirements("pip install -e plugins/ezpz-xpu --no-build-isolation") == []
