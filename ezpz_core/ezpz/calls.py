@@ -46,9 +46,9 @@ class Hooks:
             start = time.perf_counter()
             try:
                 result = impl.function(**args)
-            except (ConfigError, PluginError):  # the user's input, or strict mode: not the plugin's fault to hide
+            except (ConfigError, PluginError, KeyboardInterrupt):  # the user's input, strict mode, or Ctrl-C
                 raise
-            except Exception as err:
+            except BaseException as err:  # SystemExit, GeneratorExit ...: a plugin never ends the user's process
                 self.host.quarantine(name, err, stage=f"hook {hook}")
                 continue
             if self.host.settings.trace:

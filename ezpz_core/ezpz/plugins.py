@@ -113,7 +113,9 @@ class PluginHost:
         def on_failure(_manager: Any, ep: importlib.metadata.EntryPoint, err: BaseException) -> None:
             self.quarantine(ep.name, err, stage="import", target=ep.value)
 
-        manager = NamedExtensionManager(
+        from ezpz._isolate import IsolatingExtensionManager  # SystemExit etc. at import: quarantined too
+
+        manager = IsolatingExtensionManager(
             ENTRY_POINT_GROUP,
             names=wanted,
             name_order=True,
@@ -130,7 +132,9 @@ class PluginHost:
         target = target or getattr(plugin, "__name__", type(plugin).__name__)
         try:
             self.pm.register(plugin, name=name)
-        except Exception as err:  # PluginValidationError, duplicate names
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # PluginValidationError, duplicate names, a module __getattr__ that exits
             self.quarantine(name, err, stage="register", target=target)
             return False
         self.records[name] = PluginRecord(
