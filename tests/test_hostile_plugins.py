@@ -100,3 +100,53 @@ def test_ctrl_c_from_a_hook_still_propagates(tmp_path):
     )
     proc = run_python(code, clean_env())
     assert proc.stdout.strip() == "propagated", proc.stderr
+
+
+def test_a_hook_that_never_returns_makes_setup_raise_naming_plugin_and_hook(hostile_dir):
+    """Must show: EZPZ_HOOK_TIMEOUT=5, a probe sleeping forever: setup() raises within 20 s, naming it."""
+    code = SETUP + "ezpz.hooks.teardown(); rt = ezpz.hooks.setup(); print(json.dumps({'again': str(rt.device)}))\n"
+    started = time.monotonic()
+    proc = run_python(code, _env(hostile_dir, "test-hangs", EZPZ_HOOK_TIMEOUT="5"), timeout=60)
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    error = lines[0]["setup_error"]
+    assert took < 20, took
+    assert error.startswith("PluginTimeoutError: plugin 'test-hangs' (ezpz-test-hangs 0.1.4) did not return from "
+                            "ezpz_probe_devices within 5s"), error
+    assert "ezpz_test_hangs/__init__.py" in error and "threading.Event().wait()" in error  # the stuck stack
+    assert "EZPZ_DISABLE_PLUGINS=test-hangs" in error
+    assert lines[0]["records"]["test-hangs"]["status"] == "failed"
+    # the process stays usable: the stuck plugin is quarantined, a second setup() answers with the CPU
+    assert lines[1] == {"again": "cpu"}
+    # the early warning, at a quarter of the deadline, named the plugin
+    (slow,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("hook_slow")]
+    assert "plugin=test-hangs" in slow and "hook=ezpz_probe_devices" in slow and "deadline_s=5.0" in slow
+
+
+def test_doctor_ends_names_the_stuck_plugin_and_goes_on_with_the_others(hostile_dir):
+    started = time.monotonic()
+    proc = ezpz("doctor", "--json", env=_env(hostile_dir, "test-hangs,test-exits", EZPZ_HOOK_TIMEOUT="2"), timeout=60)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    (stuck,) = [p for p in report["problems"] if "'test-hangs'" in p["what"]]
+    assert "PluginTimeoutError" in stuck["what"] and "ezpz_probe_devices within 2s" in stuck["what"]
+    assert "EZPZ_DISABLE_PLUGINS=test-hangs" in stuck["fix"]
+    assert any("'test-exits'" in p["what"] for p in report["problems"])  # the other culprit is reported too
+    assert report["error"] is None  # and the plan was made without them
+    assert any(d["topic"] == "device" and d["chosen"] == "cpu" for d in report["decisions"])
+
+
+def test_a_slow_hook_under_the_deadline_warns_and_answers(hostile_dir):
+    data, stderr = _setup(hostile_dir, "test-slow", EZPZ_HOOK_TIMEOUT="2", EZPZ_TEST_SLOW_S="1")
+    assert "setup_error" not in data and data["records"]["test-slow"]["status"] == "loaded"
+    (slow,) = [ln for ln in stderr.splitlines() if ln.startswith("hook_slow")]
+    assert "plugin=test-slow" in slow and "distribution=ezpz-test-slow" in slow
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf", "100000"])
+def test_bad_hook_timeout_names_the_variable_and_the_range(value):
+    proc = run_python("import ezpz; ezpz.hooks.setup()", clean_env(EZPZ_HOOK_TIMEOUT=value))
+    assert proc.returncode == 1
+    assert f"EZPZ_HOOK_TIMEOUT={value!r} is not valid: expected seconds from 0.1 to 86400" in proc.stderr
