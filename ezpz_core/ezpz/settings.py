@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-
-from attrs import frozen
+from typing import NamedTuple
 
 from ezpz.errors import ConfigError
 
@@ -38,8 +37,7 @@ def parse_names(raw: str | None) -> frozenset[str] | None:
     return frozenset(n.strip().lower() for n in raw.split(",") if n.strip())
 
 
-@frozen(kw_only=True)
-class PluginSettings:
+class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezpz`, which must not load attrs
     """Plugin controls, read when plugins are discovered (at ``import ezpz``)."""
 
     allow: frozenset[str] | None = None
@@ -69,8 +67,7 @@ def _first(environ: Mapping[str, str], *names: str) -> tuple[str | None, str]:
     return None, names[0]
 
 
-@frozen(kw_only=True)
-class SetupSettings:
+class SetupSettings(NamedTuple):
     """The user's requests for ``setup()``: keyword arguments win over the environment.
 
     ``*_from`` name where each value came from, so errors and the trace can say so.
