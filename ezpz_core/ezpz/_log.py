@@ -8,14 +8,17 @@ application has configured structlog itself, its pipeline is used instead.
 Rank-aware: once ``setup()`` knows the rank, info and debug events are kept on
 rank 0 only unless ``EZPZ_LOG_ALL_RANKS=1``; warnings and errors pass on every
 rank, tagged with the rank.
+
+structlog is imported only when the application has configured it: the
+default path renders the same lines straight to :mod:`logging`, and an event
+whose level the logger would drop costs one ``isEnabledFor`` check.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
-
-import structlog
 
 _state: dict[str, Any] = {"rank": None, "all_ranks": False}
 _QUIET_LEVELS = {"debug", "info"}
@@ -32,6 +35,8 @@ def _rank_filter(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, 
     if rank is None:
         return event
     if rank != 0 and method in _QUIET_LEVELS and not _state["all_ranks"]:
+        import structlog
+
         raise structlog.DropEvent
     event.setdefault("rank", rank)
     return event
@@ -43,12 +48,74 @@ def _render(_logger: Any, _method: str, event: dict[str, Any]) -> str:
     return f"{name} {extras}".rstrip()
 
 
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+           "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL, "fatal": logging.CRITICAL}
+
+
+def _structlog_configured() -> bool:
+    """True when the application configured structlog (which needs it imported: never import it to ask)."""
+    structlog = sys.modules.get("structlog")
+    return structlog is not None and structlog.is_configured()
+
+
+class _Logger:
+    """A structlog-style bound logger (``log.info("event", key=value)``, ``bind()``) that needs no structlog.
+
+    With structlog configured by the application, every call goes through its pipeline instead.
+    """
+
+    __slots__ = ("_context", "_name", "_std")
+
+    def __init__(self, name: str, context: dict[str, Any] | None = None) -> None:
+        self._name, self._context, self._std = name, context or {}, logging.getLogger(name)
+
+    def bind(self, **values: Any) -> _Logger:
+        return _Logger(self._name, {**self._context, **values})
+
+    def new(self, **values: Any) -> _Logger:
+        return _Logger(self._name, values)
+
+    def _emit(self, method: str, event: str, kw: dict[str, Any]) -> None:
+        if _structlog_configured():
+            import structlog
+
+            getattr(structlog.get_logger(self._name).bind(**self._context), method)(event, **kw)
+            return
+        level = _LEVELS[method]
+        if not self._std.isEnabledFor(level):
+            return
+        exc_info = kw.pop("exc_info", method == "exception")
+        values: dict[str, Any] = {"event": event, **self._context, **kw}
+        rank = _state["rank"]
+        if rank is not None:
+            if rank != 0 and method in _QUIET_LEVELS and not _state["all_ranks"]:
+                return
+            values.setdefault("rank", rank)
+        self._std.log(level, _render(self._std, method, values), exc_info=exc_info, stacklevel=3)
+
+    def debug(self, event: str, **kw: Any) -> None:
+        self._emit("debug", event, kw)
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._emit("info", event, kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._emit("warning", event, kw)
+
+    warn = warning
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._emit("error", event, kw)
+
+    def exception(self, event: str, **kw: Any) -> None:
+        self._emit("exception", event, kw)
+
+    def critical(self, event: str, **kw: Any) -> None:
+        self._emit("critical", event, kw)
+
+    fatal = critical
+
+
 def get_logger(name: str = "ezpz") -> Any:
-    """A structlog bound logger for ``name`` that respects the rank filter."""
-    if structlog.is_configured():
-        return structlog.get_logger(name).bind()  # application's pipeline
-    return structlog.wrap_logger(
-        logging.getLogger(name),
-        processors=[_rank_filter, _render],
-        wrapper_class=structlog.stdlib.BoundLogger,
-    )
+    """A bound logger for ``name`` that respects the rank filter (structlog's API; structlog loaded only if configured)."""
+    return _Logger(name)

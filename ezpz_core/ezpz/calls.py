@@ -4,6 +4,10 @@ Each plugin's implementation is called on its own so that one plugin raising
 or returning the wrong type is quarantined while the others keep answering.
 A :class:`~ezpz.errors.ConfigError` raised by a plugin is the user's problem,
 not the plugin's, and propagates.
+
+Every hook call runs on the hook worker under ``EZPZ_HOOK_TIMEOUT``
+(:mod:`ezpz.deadline`); one that runs past it raises
+:class:`~ezpz.errors.PluginTimeoutError` and its plugin is quarantined.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ezpz._log import get_logger
+from ezpz.deadline import Call, HookTimeout, called, calling, run_watched
 from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
-from ezpz.errors import ConfigError, PluginError
+from ezpz.errors import ConfigError, PluginError, PluginTimeoutError
 from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 if TYPE_CHECKING:
@@ -33,6 +38,36 @@ class Hooks:
         self._log = get_logger("ezpz.hooks")
 
     def _call(self, hook: str, kwargs: Mapping[str, Any], expect: type | tuple[type, ...], *, first: bool) -> list[tuple[str, Any]]:
+        """Call every plugin's ``hook`` on the hook worker, under the deadline."""
+        try:
+            return run_watched(lambda: self._call_plugins(hook, kwargs, expect, first=first),
+                               self.host.settings.hook_timeout_s, self._slow)
+        except HookTimeout as stuck:
+            raise self._timed_out(stuck) from None
+
+    def _dist(self, plugin: str) -> tuple[str, str]:
+        record = self.host.records.get(plugin)
+        return record.distribution if record else ("unknown", "unknown")
+
+    def _slow(self, call: Call, elapsed: float) -> None:
+        dist, version = self._dist(call.plugin)
+        self._log.warning("hook_slow", plugin=call.plugin, distribution=dist, version=version, hook=call.hook,
+                          elapsed_s=round(elapsed, 1), deadline_s=self.host.settings.hook_timeout_s,
+                          fix=f"if it never returns, set EZPZ_DISABLE_PLUGINS={call.plugin}")
+
+    def _timed_out(self, stuck: HookTimeout) -> PluginTimeoutError:
+        """Quarantine the stuck plugin (its thread is abandoned) and build the error that names it."""
+        name, hook = stuck.call.plugin, stuck.call.hook
+        dist, version = self._dist(name)
+        facts = {"plugin": name, "distribution": dist, "version": version, "hook": hook, "timeout_s": stuck.timeout_s}
+        try:
+            self.host.quarantine(name, PluginTimeoutError(**facts, where=stuck.where), stage=f"hook {hook}")
+        except PluginError:  # strict mode: the timeout itself is the error to raise
+            pass
+        return PluginTimeoutError(**facts, where=stuck.where, stack=stuck.stack)
+
+    def _call_plugins(self, hook: str, kwargs: Mapping[str, Any], expect: type | tuple[type, ...], *,
+                      first: bool) -> list[tuple[str, Any]]:
         caller = getattr(self.host.pm.hook, hook)
         results: list[tuple[str, Any]] = []
         for impl in reversed(caller.get_hookimpls()):  # pluggy's call order
@@ -44,13 +79,16 @@ class Hooks:
                 continue
             args = {a: kwargs[a] for a in impl.argnames}
             start = time.perf_counter()
+            calling(hook, name)
             try:
                 result = impl.function(**args)
-            except (ConfigError, PluginError):  # the user's input, or strict mode: not the plugin's fault to hide
+            except (ConfigError, PluginError, KeyboardInterrupt):  # the user's input, strict mode, or Ctrl-C
                 raise
-            except Exception as err:
+            except BaseException as err:  # SystemExit, GeneratorExit ...: a plugin never ends the user's process
                 self.host.quarantine(name, err, stage=f"hook {hook}")
                 continue
+            finally:
+                called()
             if self.host.settings.trace:
                 self._log.info("hook_call", hook=hook, plugin=name, result=type(result).__name__,
                                ms=round((time.perf_counter() - start) * 1e3, 3))

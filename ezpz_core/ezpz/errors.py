@@ -44,3 +44,22 @@ class PluginError(EzpzError):
 
 class SetupError(EzpzError, RuntimeError):
     """``setup()`` was used wrongly (for example called again with other overrides)."""
+
+
+class PluginTimeoutError(EzpzError, TimeoutError):
+    """A plugin's hook did not return within ``EZPZ_HOOK_TIMEOUT`` seconds.
+
+    Names the plugin, its distribution and version, the hook, the deadline,
+    where the plugin's code was entered and the stack it was stuck in, and the
+    fix; the plugin is quarantined for the rest of the process.
+    """
+
+    def __init__(self, *, plugin: str, distribution: str, version: str, hook: str, timeout_s: float,
+                 where: str, stack: str = "") -> None:
+        self.plugin, self.distribution, self.version = plugin, distribution, version
+        self.hook, self.timeout_s, self.where, self.stack = hook, timeout_s, where, stack
+        self.fix = (f"set EZPZ_DISABLE_PLUGINS={plugin} to run without it, fix what it waits for "
+                    f"(a wedged device or driver?), or raise EZPZ_HOOK_TIMEOUT if it is only slow")
+        message = (f"plugin {plugin!r} ({distribution} {version}) did not return from {hook} within {timeout_s:g}s "
+                   f"(EZPZ_HOOK_TIMEOUT), stuck in {where}. Fix: {self.fix}")
+        super().__init__(message + (f"\nWhere the hook was stuck:\n{stack.rstrip()}" if stack else ""))

@@ -69,9 +69,7 @@ def get_runtime() -> Runtime | None:
 
 
 def _plugin_rows(host: PluginHost) -> tuple[dict[str, Any], ...]:
-    import attrs
-
-    return tuple(attrs.asdict(r) for r in host.records.values())
+    return tuple(r._asdict() for r in host.records.values())
 
 
 def plan(

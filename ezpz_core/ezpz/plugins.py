@@ -13,10 +13,9 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import pluggy
-from attrs import evolve, frozen
 
 from ezpz import hookspecs
 from ezpz._log import get_logger
@@ -30,8 +29,7 @@ BUILTIN_PREFIX = "ezpz.builtin."
 Status = Literal["loaded", "blocked", "failed", "not-allowed"]
 
 
-@frozen(kw_only=True)
-class PluginRecord:
+class PluginRecord(NamedTuple):  # a NamedTuple, not attrs: built at `import ezpz`, which must not load attrs
     """One discovered plugin and what happened to it."""
 
     name: str
@@ -113,7 +111,9 @@ class PluginHost:
         def on_failure(_manager: Any, ep: importlib.metadata.EntryPoint, err: BaseException) -> None:
             self.quarantine(ep.name, err, stage="import", target=ep.value)
 
-        manager = NamedExtensionManager(
+        from ezpz._isolate import IsolatingExtensionManager  # SystemExit etc. at import: quarantined too
+
+        manager = IsolatingExtensionManager(
             ENTRY_POINT_GROUP,
             names=wanted,
             name_order=True,
@@ -130,7 +130,9 @@ class PluginHost:
         target = target or getattr(plugin, "__name__", type(plugin).__name__)
         try:
             self.pm.register(plugin, name=name)
-        except Exception as err:  # PluginValidationError, duplicate names
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # PluginValidationError, duplicate names, a module __getattr__ that exits
             self.quarantine(name, err, stage="register", target=target)
             return False
         self.records[name] = PluginRecord(
@@ -188,7 +190,7 @@ class PluginHost:
         for name, rec in list(self.records.items()):
             plugin = self.pm.get_plugin(name)
             if plugin is not None:
-                self.records[name] = evolve(rec, hooks=_hook_names(self.pm, plugin))
+                self.records[name] = rec._replace(hooks=_hook_names(self.pm, plugin))
 
 
 def load_plugins(environ: Mapping[str, str] | None = None) -> PluginHost:

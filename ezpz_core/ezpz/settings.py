@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-
-from attrs import frozen
+from typing import NamedTuple
 
 from ezpz.errors import ConfigError
 
-__all__ = ["PluginSettings", "SetupSettings", "parse_bool", "parse_names"]
+__all__ = ["PluginSettings", "SetupSettings", "parse_bool", "parse_hook_timeout", "parse_names"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 PRECISION_CHOICES = ("auto", "bf16", "fp16", "fp32")
 DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_HOOK_TIMEOUT_S = 60.0
+HOOK_TIMEOUT_RANGE_S = (0.1, 86400.0)
 
 
 def parse_bool(environ: Mapping[str, str], name: str, default: bool = False) -> bool:
@@ -36,8 +37,7 @@ def parse_names(raw: str | None) -> frozenset[str] | None:
     return frozenset(n.strip().lower() for n in raw.split(",") if n.strip())
 
 
-@frozen(kw_only=True)
-class PluginSettings:
+class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezpz`, which must not load attrs
     """Plugin controls, read when plugins are discovered (at ``import ezpz``)."""
 
     allow: frozenset[str] | None = None
@@ -45,6 +45,7 @@ class PluginSettings:
     autoload: bool = True
     strict: bool = False
     trace: bool = False
+    hook_timeout_s: float = DEFAULT_HOOK_TIMEOUT_S
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -54,6 +55,7 @@ class PluginSettings:
             autoload=not parse_bool(environ, "EZPZ_DISABLE_PLUGIN_AUTOLOAD"),
             strict=parse_bool(environ, "EZPZ_STRICT_PLUGINS"),
             trace=parse_bool(environ, "EZPZ_TRACE_PLUGINS"),
+            hook_timeout_s=parse_hook_timeout(environ),
         )
 
 
@@ -65,8 +67,7 @@ def _first(environ: Mapping[str, str], *names: str) -> tuple[str | None, str]:
     return None, names[0]
 
 
-@frozen(kw_only=True)
-class SetupSettings:
+class SetupSettings(NamedTuple):
     """The user's requests for ``setup()``: keyword arguments win over the environment.
 
     ``*_from`` name where each value came from, so errors and the trace can say so.
@@ -132,5 +133,23 @@ def _timeout(raw: object, name: str) -> float:
         raise ConfigError(
             name=name, value=raw, expected="a positive number of seconds",
             fix=f"set {name} to the longest you will wait for every rank to arrive, e.g. 300",
+        )
+    return value
+
+
+def parse_hook_timeout(environ: Mapping[str, str]) -> float:
+    """``EZPZ_HOOK_TIMEOUT``: seconds one plugin hook call may run, within :data:`HOOK_TIMEOUT_RANGE_S`."""
+    raw = environ.get("EZPZ_HOOK_TIMEOUT", "")
+    if not raw.strip():
+        return DEFAULT_HOOK_TIMEOUT_S
+    low, high = HOOK_TIMEOUT_RANGE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not low <= value <= high:  # also rejects nan
+        raise ConfigError(
+            name="EZPZ_HOOK_TIMEOUT", value=raw, expected=f"seconds from {low:g} to {high:g}",
+            fix=f"set EZPZ_HOOK_TIMEOUT to how long one plugin hook may run, e.g. {DEFAULT_HOOK_TIMEOUT_S:g}, or unset it",
         )
     return value

@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
-import platform
+import sys
 from collections.abc import Mapping
 
-from typing import TYPE_CHECKING
-
-from attrs import field, frozen
-
-from ezpz._convert import as_frozenset
+from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
 
 if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
     from ezpz.decisions import AmpPolicy, BackendChoice, PrecisionOption, ProfilingSupport
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.builtin.cpu_facts import CpuFacts
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX512-BF16 / AMX-BF16; aarch64 FEAT_BF16
 FP16_FLAGS = ("avx512_fp16", "amx_fp16")
 
 
-@frozen(kw_only=True)
-class CpuFacts:
-    model: str
-    machine: str
-    flags: frozenset[str] = field(converter=as_frozenset)
+def __getattr__(name: str) -> Any:
+    """``CpuFacts`` lives in :mod:`ezpz.builtin.cpu_facts`, imported on first use (it is an attrs record)."""
+    if name == "CpuFacts":
+        from ezpz.builtin.cpu_facts import CpuFacts
+
+        return CpuFacts
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _ours(facts: object) -> bool:
+    """Whether ``facts`` are this plugin's, without importing the record module to ask."""
+    module = sys.modules.get("ezpz.builtin.cpu_facts")
+    return module is not None and isinstance(facts, module.CpuFacts)
 
 
 def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo", machine: str | None = None) -> CpuFacts:
@@ -33,6 +38,10 @@ def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo", machine: str | None = None) -
 
     ``cpuinfo_path`` and ``machine`` (default ``platform.machine()``) let tests feed a recorded machine.
     """
+    import platform
+
+    from ezpz.builtin.cpu_facts import CpuFacts
+
     machine = machine or platform.machine()
     model, flags = machine, set()  # not platform.processor(): it runs `uname -p` in a subprocess
     try:
@@ -87,7 +96,7 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 
 @hookimpl(trylast=True)
 def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None) -> BackendChoice | None:
-    if not isinstance(device.facts, CpuFacts):
+    if not _ours(device.facts):
         return None
     from ezpz.decisions import BackendOption
     from ezpz.policies import choose_backend
@@ -104,7 +113,7 @@ def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: Laun
 
 @hookimpl(trylast=True)
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
-    if not isinstance(device.facts, CpuFacts):
+    if not _ours(device.facts):
         return None
     from ezpz.policies import choose_precision
 
@@ -113,7 +122,7 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 
 @hookimpl(trylast=True)
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
-    if not isinstance(device.facts, CpuFacts):
+    if not _ours(device.facts):
         return None
     from ezpz.decisions import ProfilingSupport
 

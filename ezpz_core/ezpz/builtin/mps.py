@@ -10,29 +10,41 @@ Recorded facts (public sources):
 
 from __future__ import annotations
 
-import platform
+import sys
 from collections.abc import Mapping
 
-from typing import TYPE_CHECKING
-
-from attrs import frozen
+from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
 
 if TYPE_CHECKING:  # imported in the hook bodies to keep `import ezpz` cheap
     from ezpz.decisions import AmpPolicy, BackendChoice, PrecisionOption, ProfilingSupport
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.builtin.mps_facts import MpsFacts
 
 
-@frozen(kw_only=True)
-class MpsFacts:
-    available: bool
-    macos: tuple[int, int]
+def __getattr__(name: str) -> Any:
+    """``MpsFacts`` lives in :mod:`ezpz.builtin.mps_facts`, imported on first use (it is an attrs record)."""
+    if name == "MpsFacts":
+        from ezpz.builtin.mps_facts import MpsFacts
+
+        return MpsFacts
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _ours(facts: object) -> bool:
+    """Whether ``facts`` are this plugin's, without importing the record module to ask."""
+    module = sys.modules.get("ezpz.builtin.mps_facts")
+    return module is not None and isinstance(facts, module.MpsFacts)
 
 
 def probe_mps() -> MpsFacts:
     """``torch.backends.mps.is_available()`` (no Metal context) and the macOS version."""
+    import platform
+
     import torch
+
+    from ezpz.builtin.mps_facts import MpsFacts
 
     release = platform.mac_ver()[0]
     parts = [int(p) for p in release.split(".")[:2] if p.isdigit()] if release else []
@@ -78,7 +90,7 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 
 @hookimpl(trylast=True)
 def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None) -> BackendChoice | None:
-    if not isinstance(device.facts, MpsFacts):
+    if not _ours(device.facts):
         return None
     from ezpz.decisions import BackendOption
     from ezpz.policies import choose_backend
@@ -91,7 +103,7 @@ def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: Laun
 
 @hookimpl(trylast=True)
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
-    if not isinstance(device.facts, MpsFacts):
+    if not _ours(device.facts):
         return None
     from ezpz.policies import choose_precision
 
@@ -100,7 +112,7 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 
 @hookimpl(trylast=True)
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
-    if not isinstance(device.facts, MpsFacts):
+    if not _ours(device.facts):
         return None
     from ezpz.decisions import ProfilingSupport
 

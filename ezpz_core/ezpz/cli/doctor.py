@@ -59,12 +59,24 @@ def _launcher(environ: Mapping[str, str]) -> dict[str, Any]:
     return {"name": name, "reason": found.reason, "passed_over": [{"name": n, "reason": r} for n, r in passed]}
 
 
+def _plan_past_stuck_plugins(environ: Mapping[str, str]) -> tuple[Any, Explanation]:
+    """``plan()``, again without each plugin that timed out (it is quarantined and listed as a problem)."""
+    from ezpz.errors import PluginTimeoutError
+
+    for _ in range(len(ezpz.hooks.get_plugin_host().records)):
+        try:
+            return ezpz.hooks.plan(environ=environ)
+        except PluginTimeoutError:
+            continue
+    return ezpz.hooks.plan(environ=environ)
+
+
 def collect(environ: Mapping[str, str]) -> tuple[dict[str, Any], Explanation | None]:
     """Everything doctor reports, as plain data (``ok`` False when something is broken), and the trace."""
     problems: list[dict[str, str]] = []
     plan = explanation = error = None
     try:
-        plan, explanation = ezpz.hooks.plan(environ=environ)
+        plan, explanation = _plan_past_stuck_plugins(environ)
     except ConfigError as err:
         error = _error(err)
         problems.append(_problem(f"setup() would fail: {err.name}={err.value!r} is not valid: expected {err.expected}",

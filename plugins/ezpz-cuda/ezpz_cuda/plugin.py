@@ -72,10 +72,24 @@ def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | s
     return policy.unsupported_by_build(facts) or facts
 
 
+def _ours(facts: object) -> bool:
+    """Whether ``facts`` came from this plugin's probe. Never imports ``ezpz_cuda.facts`` to ask: if it is
+    not loaded, no CudaFacts exists, so a device from another plugin costs this plugin no import."""
+    import sys
+
+    module = sys.modules.get("ezpz_cuda.facts")
+    return module is not None and isinstance(facts, module.CudaFacts)
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``cuda`` for the visible NVIDIA GPUs, or say why not."""
     from ezpz.facts import ProbeReport
+    from ezpz_cuda.gate import build_rejection
+
+    rejected = build_rejection(build)  # a CPU or ROCm torch: no facts, probe or policy module is imported
+    if rejected:
+        return ProbeReport.rejected("cuda", "nvidia", rejected)
     from ezpz_cuda import policy
 
     found = gather_facts(build, environ)
@@ -89,6 +103,8 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """NCCL, else gloo."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.policies import choose_backend
     from ezpz_cuda import policy
     from ezpz_cuda.facts import CudaFacts
@@ -104,6 +120,8 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 
     Decided for the least capable visible GPU so every local rank agrees.
     """
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.policies import choose_precision
     from ezpz_cuda import policy
     from ezpz_cuda.facts import CudaFacts
@@ -149,6 +167,8 @@ def cuda_memory_stats(device: Any) -> dict[str, float]:
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """CPU+CUDA profiler activities, NVTX ranges, ``torch.cuda`` memory counters."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.decisions import ProfilingSupport
     from ezpz_cuda.facts import CudaFacts
 
@@ -168,6 +188,8 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Sets nothing; says so only when the probe had to initialise CUDA (a fork hazard)."""
+    if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.decisions import LifecycleAction
     from ezpz_cuda.facts import CudaFacts
 

@@ -13,6 +13,7 @@ from attrs import field, frozen
 from ezpz.decisions import BackendOption, PrecisionOption
 from ezpz.facts import DeviceCandidate, TorchBuild
 from ezpz_cuda.facts import CudaFacts, GpuFacts
+from ezpz_cuda.gate import build_rejection  # re-exported: it lives where checking it costs no import
 
 __all__ = [
     "BF16_MIN_CC",
@@ -50,15 +51,6 @@ INTEGRATED_CC = frozenset({(5, 3), (6, 2), (7, 2), (8, 7)})
 
 
 # -- the torch build ---------------------------------------------------------------------
-
-
-def build_rejection(build: TorchBuild) -> str | None:
-    """Why this torch cannot drive NVIDIA GPUs at all, or None. ROCm builds are never claimed."""
-    if build.hip:
-        return f"torch is a ROCm build (torch.version.hip={build.hip}): left to ezpz-rocm"
-    if not build.cuda:
-        return f"torch built without CUDA (torch {build.version}: torch.version.cuda is None)"
-    return None
 
 
 def _arch_code(entry: str) -> tuple[str, tuple[int, int], str] | None:

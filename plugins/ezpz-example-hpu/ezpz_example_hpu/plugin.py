@@ -75,6 +75,15 @@ _log = logging.getLogger(__name__)  # never configured here: the application dec
 # -- the hooks: thin glue from ezpz's questions to the functions in core.py ---------------------
 
 
+def _ours(facts: object) -> bool:
+    """Whether ``facts`` came from this plugin's probe. Never imports ``ezpz_example_hpu.core`` to ask: if it is
+    not loaded, no HpuFacts exists, so a device from another plugin costs this plugin no import."""
+    import sys
+
+    module = sys.modules.get("ezpz_example_hpu.core")
+    return module is not None and isinstance(facts, module.HpuFacts)
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer the hpu device from the SDK or the simulation; otherwise say why not."""
@@ -97,6 +106,8 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.policies import choose_backend
     from ezpz_example_hpu.core import HpuFacts, backend_options, device_label
 
@@ -108,6 +119,8 @@ def ezpz_select_backend(
 
 @hookimpl
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.policies import choose_precision
     from ezpz_example_hpu.core import HpuFacts, device_label, precision_options
 
@@ -121,6 +134,8 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.decisions import ProfilingSupport
     from ezpz_example_hpu.core import HpuFacts
 
@@ -136,6 +151,8 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Import the hccl bindings only when hccl was chosen, and say so in the trace."""
+    if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.decisions import LifecycleAction
     from ezpz_example_hpu.core import HCCL_MODULE, SIMULATE_VAR, HpuFacts
 

@@ -32,14 +32,25 @@ PROFILING_REASON = (
 )
 
 
+def _ours(facts: object) -> bool:
+    """Whether ``facts`` came from this plugin's probe. Never imports ``ezpz_rocm.facts`` to ask: if it is
+    not loaded, no RocmFacts exists, so a device from another plugin costs this plugin no import."""
+    import sys
+
+    module = sys.modules.get("ezpz_rocm.facts")
+    return module is not None and isinstance(facts, module.RocmFacts)
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``cuda`` (vendor ``amd``) on a ROCm build with at least one visible AMD GPU; say why not otherwise."""
     from ezpz.facts import ProbeReport
+    from ezpz_rocm.gate import NOT_ROCM
+
+    if not build.hip:  # no facts, probe or policy module is imported for a torch that is not a ROCm build
+        return ProbeReport.rejected("cuda", "amd", NOT_ROCM)
     from ezpz_rocm import policy, probe
 
-    if not build.hip:
-        return ProbeReport.rejected("cuda", "amd", policy.NOT_ROCM)
     tunableop = policy.tunableop_requested(environ, build.hip)  # raises ConfigError naming EZPZ_ROCM_TUNABLEOP
     try:
         facts = probe.probe_rocm(build, environ, tunableop=tunableop)
@@ -58,6 +69,8 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """RCCL (``nccl``) when the build has it, else gloo."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.policies import choose_backend
     from ezpz_rocm import policy
     from ezpz_rocm.facts import RocmFacts
@@ -70,6 +83,8 @@ def ezpz_select_backend(
 @hookimpl
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
     """bf16 on architectures with bf16 matrix units, else fp16 with a grad scaler; TF32 always off."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.policies import choose_precision
     from ezpz_rocm import policy
     from ezpz_rocm.facts import RocmFacts
@@ -112,6 +127,8 @@ def _memory_stats(device: Any) -> Mapping[str, float]:
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """CPU + CUDA profiler activities, roctx ranges through torch.cuda.nvtx, torch.cuda memory statistics."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.decisions import ProfilingSupport
     from ezpz_rocm.facts import RocmFacts
 
@@ -126,6 +143,8 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Turn TunableOp on (``PYTORCH_TUNABLEOP_ENABLED=1``) only when the user opted in with ``EZPZ_ROCM_TUNABLEOP``."""
+    if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz_rocm import policy
     from ezpz_rocm.facts import RocmFacts
 

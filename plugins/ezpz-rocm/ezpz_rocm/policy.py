@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 PRIORITY = 100
-NOT_ROCM = "torch is not a ROCm build (torch.version.hip is None)"
+from ezpz_rocm.gate import NOT_ROCM  # noqa: E402  (re-exported; lives where checking it costs no import)
 
 # Sources, cited once and referenced per table row.
 SRC_PYTORCH_COMPAT = "https://rocm.docs.amd.com/en/latest/compatibility/ml-compatibility/pytorch-compatibility.html"

@@ -35,15 +35,26 @@ _MEMORY_FUNCS = (
 )
 
 
+def _ours(facts: object) -> bool:
+    """Whether ``facts`` came from this plugin's probe. Never imports ``ezpz_xpu.facts`` to ask: if it is
+    not loaded, no XpuFacts exists, so a device from another plugin costs this plugin no import."""
+    import sys
+
+    module = sys.modules.get("ezpz_xpu.facts")
+    return module is not None and isinstance(facts, module.XpuFacts)
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``xpu`` when torch has XPU and Level Zero shows at least one device; otherwise say why not."""
     from ezpz.facts import ProbeReport
-    from ezpz_xpu import policy, probe
+    from ezpz_xpu.gate import build_rejection
 
-    why_not = policy.build_rejection(build)
+    why_not = build_rejection(build)  # no facts, probe or policy module is imported for a torch without XPU
     if why_not:
         return ProbeReport.rejected("xpu", "intel", why_not)
+    from ezpz_xpu import policy, probe
+
     try:
         facts = probe.probe_xpu(build, environ)
     except Exception as err:  # a broken driver must not take the other plugins down
@@ -56,6 +67,8 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """xccl (torch >= 2.8), else ccl (oneCCL bindings installed), else gloo with a warning."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.policies import choose_backend
     from ezpz_xpu import policy
     from ezpz_xpu.facts import XpuFacts
@@ -69,6 +82,8 @@ def ezpz_select_backend(
 @hookimpl
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
     """bf16 where the device has it natively, else fp16 with a scaler where FP64 allows, else fp32."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.policies import choose_precision
     from ezpz_xpu import policy
     from ezpz_xpu.facts import XpuFacts
@@ -83,6 +98,8 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """XPU profiler activity, ITT ranges (VTune), memory from ``torch.xpu``."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz.decisions import ProfilingSupport
     from ezpz_xpu.facts import XpuFacts
 
@@ -105,6 +122,8 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Import IPEX only where the torch version needs it, the oneCCL bindings only for ``ccl``; say so."""
+    if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
+        return None
     from ezpz._log import get_logger
     from ezpz.decisions import LifecycleAction
     from ezpz.errors import UnavailableError

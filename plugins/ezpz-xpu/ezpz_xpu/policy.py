@@ -14,6 +14,7 @@ from ezpz.errors import ConfigError
 from ezpz.facts import DeviceCandidate, ProbeReport, TorchBuild
 
 from ezpz_xpu.facts import XpuDeviceProps, XpuFacts
+from ezpz_xpu.gate import IPEX_EOL, NATIVE_XPU, XPU_WHEELS, build_rejection  # re-exported
 
 __all__ = [
     "DISCRETE_PRIORITY",
@@ -35,19 +36,14 @@ __all__ = [
     "xpu_report",
 ]
 
-#: torch.xpu upstream as a prototype (PyTorch 2.4 release notes, "Intel GPU support (prototype)").
-NATIVE_XPU = (2, 4)
 #: Eager and torch.compile parity for Intel GPUs (PyTorch 2.7); from here IPEX adds nothing ezpz needs.
 SOLID_XPU = (2, 7)
 #: XCCL collectives in torch.distributed (PyTorch 2.8; DeepSpeed PR #7299 switched to it for 2.8).
 XCCL_FROM = (2, 8)
-#: IPEX: development stopped after 2.8, end of life announced for March 2026 (intel-extension-for-pytorch#867).
-IPEX_EOL = "March 2026"
 DISCRETE_PRIORITY = 100
 #: Below discrete accelerators (100), above cpu (0): an iGPU beside a dGPU never wins by accident.
 INTEGRATED_PRIORITY = 40
 HIERARCHIES = ("FLAT", "COMPOSITE", "COMBINED")
-XPU_WHEELS = "pip install torch --index-url https://download.pytorch.org/whl/xpu"
 CCL_INSTALL = ("pip install oneccl_bind_pt "
                "--extra-index-url https://pytorch-extension.intel.com/release-whl/stable/xpu/us/")
 
@@ -98,17 +94,6 @@ def _release(version: str) -> tuple[int, int]:
 
 
 # -- device discovery ------------------------------------------------------------------------
-
-
-def build_rejection(build: TorchBuild) -> str | None:
-    """Why this torch cannot offer ``xpu`` at all, or None."""
-    if not build.xpu_built:
-        return (f"torch built without XPU (build.xpu_built is False; torch {build.version}); "
-                f"install an XPU build: {XPU_WHEELS}")
-    if build.release < NATIVE_XPU:
-        return (f"torch {build.version} predates native XPU (torch 2.4); that stack needed IPEX, which reaches end of "
-                f"life in {IPEX_EOL}: upgrade with {XPU_WHEELS}")
-    return None
 
 
 def hierarchy_mode(raw: str | None) -> str:

@@ -1,0 +1,13 @@
+"""The MPS plugin's facts record, kept out of :mod:`ezpz.builtin.mps` so that ``import ezpz`` does not load attrs."""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+__all__ = ["MpsFacts"]
+
+
+@frozen(kw_only=True)
+class MpsFacts:
+    available: bool
+    macos: tuple[int, int]
