@@ -20,7 +20,7 @@ from attrs import evolve, frozen
 
 from ezpz import hookspecs
 from ezpz._log import get_logger
-from ezpz.errors import PluginError
+from ezpz.errors import ConfigError, PluginError
 from ezpz.settings import PluginSettings
 
 __all__ = ["ENTRY_POINT_GROUP", "PluginHost", "PluginRecord"]
@@ -99,6 +99,7 @@ class PluginHost:
 
         lister = NamedExtensionManager(ENTRY_POINT_GROUP, names=[], on_missing_entrypoints_callback=None)
         entry_points = {ep.name: ep for ep in lister.list_entry_points()}
+        self.check_controls([(getattr(ep, "dist", None) and ep.dist.name or "", ep.name) for ep in entry_points.values()])
         wanted: list[str] = []
         reasons: dict[str, str] = {}
         for name, ep in entry_points.items():
@@ -124,6 +125,23 @@ class PluginHost:
             builtin = ext.entry_point.value.startswith(BUILTIN_PREFIX)
             self.register(ext.name, ext.plugin, target=ext.entry_point.value, builtin=builtin, reason=reasons[ext.name])
         self.validate()
+
+    def check_controls(self, known: list[tuple[str, str]]) -> None:
+        """Warn (raise in strict mode) about allow/deny entries that match no installed plugin."""
+        from ezpz.plugin_names import entry_problem
+
+        s = self.settings
+        for var, entries, wildcard in (("EZPZ_PLUGINS", s.allow or (), False),
+                                       ("EZPZ_DISABLE_PLUGINS", s.deny, True)):
+            for entry in sorted(entries):
+                problem = entry_problem(entry, known, wildcard=wildcard)
+                if problem is None:
+                    continue
+                fix = f"list installed plugins (`ezpz plugins`) in {var}, separated by ',' or spaces"
+                if s.strict:
+                    raise ConfigError(name=var, value=entry, expected=f"an installed plugin's name ({problem})",
+                                      fix=fix)
+                self._log.warning("plugin_control_ignored", variable=var, entry=entry, problem=problem, fix=fix)
 
     def register(self, name: str, plugin: object, *, target: str = "", builtin: bool = False, reason: str = "registered") -> bool:
         """Register one plugin object (a module or instance) under ``name``."""
