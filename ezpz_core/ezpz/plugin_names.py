@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["entry_problem", "normalize_dist"]
+__all__ = ["entry_problem", "normalize_dist", "normalize_entries"]
 
 _NAME = r"[a-z0-9][a-z0-9._-]*"
 _ENTRY = re.compile(rf"(?:{_NAME}:)?{_NAME}")
@@ -21,6 +21,14 @@ _ENTRY = re.compile(rf"(?:{_NAME}:)?{_NAME}")
 def normalize_dist(name: str) -> str:
     """A distribution name as PEP 503 compares them: ``Ezpz_CUDA`` -> ``ezpz-cuda``."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def normalize_entries(entries: frozenset[str] | None) -> frozenset[str] | None:
+    """List entries with the distribution part of ``distribution:name`` normalized (``Acme_Tools:cpu`` -> ``acme-tools:cpu``)."""
+    if entries is None:
+        return None
+    return frozenset(f"{normalize_dist(e.rpartition(':')[0])}:{e.rpartition(':')[2]}" if ":" in e else e
+                     for e in entries)
 
 
 def entry_problem(entry: str, known: Iterable[tuple[str, str]], *, wildcard: bool) -> str | None:
