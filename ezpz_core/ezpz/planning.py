@@ -33,7 +33,7 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     if found is None:
         raise UnavailableError(
             name="ezpz_detect_launch_env", value=None, expected="a launch environment from some plugin",
-            fix="the built-in 'launchers' plugin is disabled (EZPZ_DISABLE_PLUGINS); re-enable it",
+            fix=_no_launch_fix(hooks),
         )
     launch: LaunchEnv = found[1]
     if launch.distributed and (launch.master_addr is None or launch.master_port is None):
@@ -68,6 +68,17 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     )
     return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
                      timeout_s=settings.timeout_s)
+
+
+def _no_launch_fix(hooks: Hooks) -> str:
+    """Why no plugin answered: the built-in was denied, or it failed (then say how, not "disabled")."""
+    record = hooks.host.records.get("launchers")
+    if record is not None and record.status == "failed":
+        return (f"the built-in 'launchers' plugin failed at {record.stage} ({record.error}); fix what that error "
+                "names, or report a bug")
+    if record is not None and record.status == "blocked":
+        return "the built-in 'launchers' plugin is disabled (EZPZ_DISABLE_PLUGINS); re-enable it"
+    return "no plugin answered ezpz_detect_launch_env; reinstall ezpz"
 
 
 @contextlib.contextmanager

@@ -19,14 +19,16 @@ import pluggy
 
 from ezpz import hookspecs
 from ezpz._log import get_logger
-from ezpz.errors import PluginError
+from ezpz.errors import ConfigError, PluginError
+from ezpz.plugin_names import normalize_dist, normalize_entries
 from ezpz.settings import PluginSettings
 
 __all__ = ["ENTRY_POINT_GROUP", "PluginHost", "PluginRecord"]
 
 ENTRY_POINT_GROUP = "ezpz"
 BUILTIN_PREFIX = "ezpz.builtin."
-Status = Literal["loaded", "blocked", "failed", "not-allowed"]
+"""Where ezpz's own plugin modules live; NOT what makes a plugin built-in (see :mod:`ezpz.entry_points`)."""
+Status = Literal["loaded", "blocked", "failed", "not-allowed", "refused"]
 
 
 class PluginRecord(NamedTuple):  # a NamedTuple, not attrs: built at `import ezpz`, which must not load attrs
@@ -40,10 +42,18 @@ class PluginRecord(NamedTuple):  # a NamedTuple, not attrs: built at `import ezp
     error: str | None = None
     stage: str | None = None
     hooks: tuple[str, ...] = ()
+    dist_name: str | None = None
+    dist_version: str | None = None
 
     @property
     def distribution(self) -> tuple[str, str]:
-        """``(distribution name, version)`` that provides the plugin (looked up lazily)."""
+        """``(distribution name, version)`` that declares the plugin's entry point.
+
+        From the entry point's own metadata when it was discovered; for a plugin
+        registered by hand, the distribution that installed its top-level module.
+        """
+        if self.dist_name is not None:
+            return (self.dist_name, self.dist_version or "unknown")
         return distribution_of(self.target)
 
 
@@ -75,55 +85,106 @@ class PluginHost:
         self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
+        self._pending: dict[str, PluginRecord] = {}  # vetted entry points not yet imported
         self._log = get_logger("ezpz.plugins")
 
     # -- discovery -----------------------------------------------------------------
-    def _decide(self, name: str, builtin: bool) -> tuple[Status | None, str]:
+    def _decide(self, name: str, builtin: bool, dist: str = "") -> tuple[Status | None, str]:
         s = self.settings
         key = name.lower()
-        if key in s.deny or ("*" in s.deny and not builtin):
+        qualified = f"{normalize_dist(dist)}:{key}" if dist else None
+        deny, allow = normalize_entries(s.deny) or frozenset(), normalize_entries(s.allow)
+        if key in deny or (qualified is not None and qualified in deny) or ("*" in deny and not builtin):
             return "blocked", "named in EZPZ_DISABLE_PLUGINS"
         if builtin:
             return None, "built-in"
-        if s.allow is not None and key not in s.allow:
+        allowed = allow is not None and (key in allow or (qualified is not None and qualified in allow))
+        if allow is not None and not allowed:
             return "not-allowed", "not in EZPZ_PLUGINS" if s.autoload else "autoload disabled and not in EZPZ_PLUGINS"
         if not s.autoload and s.allow is None:
             return "not-allowed", "EZPZ_DISABLE_PLUGIN_AUTOLOAD=1 and not named in EZPZ_PLUGINS"
         return None, "allowed" if s.allow is not None else "autoloaded"
 
     def discover(self) -> None:
-        """Find, filter, import and register every plugin in the entry-point group."""
-        from stevedore import NamedExtensionManager
+        """Find, filter, import and register every plugin in the entry-point group.
 
-        lister = NamedExtensionManager(ENTRY_POINT_GROUP, names=[], on_missing_entrypoints_callback=None)
-        entry_points = {ep.name: ep for ep in lister.list_entry_points()}
-        wanted: list[str] = []
-        reasons: dict[str, str] = {}
-        for name, ep in entry_points.items():
-            builtin = ep.value.startswith(BUILTIN_PREFIX)
-            status, reason = self._decide(name, builtin)
-            reasons[name] = reason
+        Entry points come from :mod:`importlib.metadata` with the distribution
+        that declares each (:mod:`ezpz.entry_points`); refused and filtered ones
+        are recorded without being imported; stevedore imports the rest.
+        """
+
+        from ezpz.entry_points import scan
+
+        found = scan(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+        self.check_controls([(f.distribution, f.name) for f in found])
+        wanted: list[importlib.metadata.EntryPoint] = []
+        for f in found:
+            if f.refused is None:
+                status, reason = self._decide(f.name, f.builtin, f.distribution)
+            elif f.key.lower() in (normalize_entries(self.settings.deny) or ()) or "*" in self.settings.deny:
+                status, reason = "blocked", "named in EZPZ_DISABLE_PLUGINS"  # acknowledged by its qualified name
+            else:  # a plain name in the lists means the plugin that owns it, never this one
+                status, reason = "refused", f.refused
+            record = PluginRecord(name=f.name, target=f.target, status=status or "loaded", builtin=f.builtin,
+                                  reason=reason, dist_name=f.distribution, dist_version=f.version)
             if status is None:
-                wanted.append(name)
-            else:
-                self.records[name] = PluginRecord(name=name, target=ep.value, status=status, builtin=builtin, reason=reason)
+                self._pending[f.name] = record
+                wanted.append(f.entry_point)
+                continue
+            self.records[f.key] = record
+            if status == "refused":
+                self._refuse(record, key=f.key)
 
         def on_failure(_manager: Any, ep: importlib.metadata.EntryPoint, err: BaseException) -> None:
             self.quarantine(ep.name, err, stage="import", target=ep.value)
 
         from ezpz._isolate import IsolatingExtensionManager  # SystemExit etc. at import: quarantined too
 
-        manager = IsolatingExtensionManager(
+        class Vetted(IsolatingExtensionManager):
+            """stevedore, loading only the entry points vetted above (not every one sharing a name)."""
+
+            def list_entry_points(self) -> list[importlib.metadata.EntryPoint]:
+                return wanted
+
+        manager = Vetted(
             ENTRY_POINT_GROUP,
-            names=wanted,
+            names=[ep.name for ep in wanted],
             name_order=True,
             on_load_failure_callback=on_failure,
             on_missing_entrypoints_callback=None,
         )
         for ext in manager.extensions:
-            builtin = ext.entry_point.value.startswith(BUILTIN_PREFIX)
-            self.register(ext.name, ext.plugin, target=ext.entry_point.value, builtin=builtin, reason=reasons[ext.name])
+            pending = self._pending[ext.name]
+            self.register(ext.name, ext.plugin, target=pending.target, builtin=pending.builtin, reason=pending.reason)
         self.validate()
+
+    def _refuse(self, record: PluginRecord, *, key: str) -> None:
+        """Warn once about an entry point that was not imported because it is not entitled to its name."""
+        dist, version = record.distribution
+        fix = (f"uninstall {dist} (it tries to replace ezpz's own {record.name!r} plugin), or set "
+               f"EZPZ_DISABLE_PLUGINS={key} to acknowledge it")
+        if self.settings.strict:
+            raise PluginError(f"plugin {record.name!r} from {dist} {version} refused: {record.reason}. "
+                              f"Strict mode is on (EZPZ_STRICT_PLUGINS=1): {fix}")
+        self._log.warning("plugin_refused", plugin=record.name, distribution=dist, version=version,
+                          target=record.target, reason=record.reason, fix=fix)
+
+    def check_controls(self, known: list[tuple[str, str]]) -> None:
+        """Warn (raise in strict mode) about allow/deny entries that match no installed plugin."""
+        from ezpz.plugin_names import entry_problem
+
+        s = self.settings
+        for var, entries, wildcard in (("EZPZ_PLUGINS", s.allow or (), False),
+                                       ("EZPZ_DISABLE_PLUGINS", s.deny, True)):
+            for entry in sorted(entries):
+                problem = entry_problem(entry, known, wildcard=wildcard)
+                if problem is None:
+                    continue
+                fix = f"list installed plugins (`ezpz plugins`) in {var}, separated by ',' or spaces"
+                if s.strict:
+                    raise ConfigError(name=var, value=entry, expected=f"an installed plugin's name ({problem})",
+                                      fix=fix)
+                self._log.warning("plugin_control_ignored", variable=var, entry=entry, problem=problem, fix=fix)
 
     def register(self, name: str, plugin: object, *, target: str = "", builtin: bool = False, reason: str = "registered") -> bool:
         """Register one plugin object (a module or instance) under ``name``."""
@@ -135,8 +196,10 @@ class PluginHost:
         except BaseException as err:  # PluginValidationError, duplicate names, a module __getattr__ that exits
             self.quarantine(name, err, stage="register", target=target)
             return False
+        pending = self._pending.pop(name, None)
         self.records[name] = PluginRecord(
-            name=name, target=target, status="loaded", builtin=builtin, reason=reason, hooks=_hook_names(self.pm, plugin)
+            name=name, target=target, status="loaded", builtin=builtin, reason=reason, hooks=_hook_names(self.pm, plugin),
+            dist_name=pending.dist_name if pending else None, dist_version=pending.dist_version if pending else None,
         )
         return True
 
@@ -156,12 +219,13 @@ class PluginHost:
         plugin = self.pm.get_plugin(name)
         if plugin is not None:
             self.pm.unregister(plugin)
-        old = self.records.get(name)
+        old = self.records.get(name) or self._pending.pop(name, None)
         target = target or (old.target if old else name)
-        builtin = old.builtin if old else target.startswith(BUILTIN_PREFIX)
+        builtin = old.builtin if old else False
         message = f"{type(error).__name__}: {error}"
         record = PluginRecord(name=name, target=target, status="failed", builtin=builtin, error=message, stage=stage,
-                              reason=f"quarantined at {stage}", hooks=old.hooks if old else ())
+                              reason=f"quarantined at {stage}", hooks=old.hooks if old else (),
+                              dist_name=old.dist_name if old else None, dist_version=old.dist_version if old else None)
         self.records[name] = record
         dist, version = record.distribution
         if self.settings.strict:

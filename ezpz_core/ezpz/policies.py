@@ -26,7 +26,7 @@ def parse_device_request(value: str, *, name: str) -> tuple[str, int | None]:
 
     text = value.strip().lower()
     kind, sep, index = text.partition(":")
-    if not kind or (sep and not index.isdigit()):
+    if not kind or (sep and not (index.isascii() and index.isdigit() and len(index) <= 9)):
         raise ConfigError(
             name=name,
             value=value,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -31,10 +32,14 @@ def parse_bool(environ: Mapping[str, str], name: str, default: bool = False) -> 
 
 
 def parse_names(raw: str | None) -> frozenset[str] | None:
-    """``None`` stays None (unset); ``""`` is the empty set; ``"a, b"`` -> {"a", "b"}."""
+    """``None`` stays None (unset); ``""`` is the empty set; ``"a, b c"`` -> {"a", "b", "c"}.
+
+    Names are separated by commas and/or whitespace; entries with other
+    characters are kept as given, for discovery to report (:mod:`ezpz.plugin_names`).
+    """
     if raw is None:
         return None
-    return frozenset(n.strip().lower() for n in raw.split(",") if n.strip())
+    return frozenset(n.lower() for n in re.split(r"[,\s]+", raw) if n)
 
 
 class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezpz`, which must not load attrs
@@ -124,16 +129,22 @@ class SetupSettings(NamedTuple):
         )
 
 
-def _timeout(raw: object, name: str) -> float:
+TIMEOUT_RANGE_S = (1.0, 7 * 24 * 3600.0)
+"""``EZPZ_TIMEOUT`` and ``setup(timeout=...)``: from 1 second to 7 days."""
+
+
+def seconds_in_range(raw: object, name: str, bounds: tuple[float, float], fix: str) -> float:
+    """``raw`` as a finite number of seconds within ``bounds``; ConfigError naming ``name`` otherwise.
+
+    nan, inf, overflowing values (``1e999``) and anything outside the range are refused.
+    """
+    lo, hi = bounds
     try:
         value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(
-            name=name, value=raw, expected="a positive number of seconds",
-            fix=f"set {name} to the longest you will wait for every rank to arrive, e.g. 300",
-        )
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ConfigError(name=name, value=raw, expected=f"a number of seconds from {lo:g} to {hi:g}", fix=fix)
     return value
 
 
@@ -153,3 +164,10 @@ def parse_hook_timeout(environ: Mapping[str, str]) -> float:
             fix=f"set EZPZ_HOOK_TIMEOUT to how long one plugin hook may run, e.g. {DEFAULT_HOOK_TIMEOUT_S:g}, or unset it",
         )
     return value
+
+
+def _timeout(raw: object, name: str) -> float:
+    return seconds_in_range(
+        raw, name, TIMEOUT_RANGE_S,
+        fix=f"set {name} to the longest you will wait for every rank to arrive, e.g. 300 (1 s to 7 days)",
+    )

@@ -96,6 +96,12 @@ def collect(environ: Mapping[str, str]) -> tuple[dict[str, Any], Explanation | N
                 f"failed at {row['stage']}: {row['error']}",
                 f"upgrade or uninstall {row['distribution']}, or set EZPZ_DISABLE_PLUGINS={row['name']}",
             ))
+        elif row["status"] == "refused":
+            problems.append(_problem(
+                f"plugin {row['name']!r} from {row['distribution']} {row['version']} was refused (never imported): "
+                f"{row['reason']}",
+                f"uninstall {row['distribution']}, or set EZPZ_DISABLE_PLUGINS={row['key']} to acknowledge it",
+            ))
     distributions = distribution_rows(plugins)
     problems += version_problems(distributions)
     torch_build = _torch_build(plan)
@@ -130,7 +136,8 @@ def _text(report: dict[str, Any], explanation: Explanation | None) -> str:
     rows = []
     for p in report["plugins"]:
         detail = f"{p['stage']}: {p['error']}" if p["status"] == "failed" else (
-            ", ".join(h.removeprefix("ezpz_") for h in p["hooks"]) if p["status"] == "loaded" else p["reason"])
+            ", ".join(h.removeprefix("ezpz_") for h in p["hooks"]) if p["status"] == "loaded" else
+            f"refused: {p['reason']}" if p["status"] == "refused" else p["reason"])
         rows.append([p["name"], p["status"].upper() if p["status"] == "failed" else p["status"],
                      f"{p['distribution']} {p['version']}", detail])
     lines += table(rows)

@@ -17,8 +17,12 @@ import sys
 from ezpz.cli._util import err
 from ezpz.launchers import LaunchPlan, prepare
 from ezpz.launchers.run import run as run_command
+from ezpz.settings import seconds_in_range
 
-__all__ = ["add_launch_flags", "add_parser", "describe", "execute", "run"]
+__all__ = ["GRACE_RANGE_S", "add_launch_flags", "add_parser", "describe", "execute", "run"]
+
+GRACE_RANGE_S = (0.0, 86400.0)
+"""``--grace``: from no grace at all to a day."""
 
 
 def add_launch_flags(p: argparse.ArgumentParser) -> None:
@@ -55,6 +59,8 @@ def describe(plan: LaunchPlan, prefix: str, verbose: bool = False) -> None:
 
 def execute(plan: LaunchPlan, prefix: str, grace: float, *, job_stdout_to_stderr: bool = False) -> int:
     """Run a prepared launch, mapping a missing launcher binary to status 127."""
+    grace = seconds_in_range(grace, "--grace", GRACE_RANGE_S,
+                             fix="pass --grace SECONDS, from 0 to 86400 (how long an interrupted job may take to exit)")
     err(f"{prefix}: running: {plan.command.shell()}")
     try:
         return run_command(plan.command, grace_s=grace, stdout=sys.stderr if job_stdout_to_stderr else None)
@@ -65,6 +71,7 @@ def execute(plan: LaunchPlan, prefix: str, grace: float, *, job_stdout_to_stderr
 
 
 def run(args: argparse.Namespace) -> int:
+    seconds_in_range(args.grace, "--grace", GRACE_RANGE_S, fix="pass --grace SECONDS, from 0 to 86400")
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]

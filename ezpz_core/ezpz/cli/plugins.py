@@ -23,9 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
     """One row per discovered plugin (entry-point group ``ezpz``)."""
     rows = []
-    for rec in sorted(host.records.values(), key=lambda r: (not r.builtin, r.name)):
+    for key, rec in sorted(host.records.items(), key=lambda kv: (not kv[1].builtin, kv[1].name, kv[0])):
         dist, version = rec.distribution
-        rows.append({"name": rec.name, "target": rec.target, "distribution": dist, "version": version,
+        rows.append({"name": rec.name, "key": key, "target": rec.target, "distribution": dist, "version": version,
                      "status": rec.status, "builtin": rec.builtin, "hooks": list(rec.hooks), "reason": rec.reason,
                      "error": rec.error, "stage": rec.stage})
     return rows
@@ -49,6 +49,8 @@ def _text(plugins: list[dict[str, Any]], drivers: list[dict[str, Any]]) -> str:
         what = ", ".join(h.removeprefix("ezpz_") for h in p["hooks"]) or "-"
         if p["status"] == "failed":
             what = f"{p['stage']}: {p['error']}"
+        elif p["status"] == "refused":
+            what = f"refused: {p['reason']} (never imported)"
         elif p["status"] != "loaded":
             what = p["reason"]
         rows.append([p["name"], p["status"], p["distribution"], p["version"], what])
@@ -65,4 +67,4 @@ def run(args: argparse.Namespace) -> int:
 
     plugins, drivers = plugin_rows(ezpz.hooks.get_plugin_host()), driver_rows()
     print(json.dumps({"plugins": plugins, "launchers": drivers}, indent=2) if args.json else _text(plugins, drivers))
-    return 1 if any(p["status"] == "failed" for p in plugins) else 0
+    return 1 if any(p["status"] in ("failed", "refused") for p in plugins) else 0

@@ -6,6 +6,8 @@ import os
 import re
 from itertools import product
 
+from ezpz.inputs import InputFileError, check_host, read_lines
+
 __all__ = ["MAX_HOSTS", "expand_nodelist", "read_hostfile"]
 
 MAX_HOSTS = 1_000_000
@@ -102,18 +104,24 @@ def read_hostfile(path: str | os.PathLike[str]) -> list[str]:
     """Hosts named in a hostfile, in order, each once.
 
     Understands PBS node files (one host per slot), MPICH (``host:4``) and
-    Open MPI (``host slots=4``) lines; ``#`` starts a comment. Raises OSError
-    when the file cannot be read.
+    Open MPI (``host slots=4``) lines; ``#`` starts a comment. Only a regular
+    file is read, within :mod:`ezpz.inputs`' size, line and time limits, and
+    every host must be an RFC 1123 name or an IP address. Raises OSError when
+    the file cannot be opened and :class:`~ezpz.inputs.InputFileError` (a
+    ValueError) for anything else, naming the line.
     """
     hosts: dict[str, None] = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            fields = line.split("#", 1)[0].split()
-            if not fields:
-                continue
-            host = fields[0]
-            if host.count(":") == 1:  # MPICH "host:slots"; leave IPv6 addresses alone
-                host = _SLOTS.sub("", host)
-            if host:
-                hosts[host] = None
+    for number, line in read_lines(path):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        host = fields[0]
+        if host.count(":") == 1:  # MPICH "host:slots"; leave IPv6 addresses alone
+            host = _SLOTS.sub("", host)
+        why = check_host(host)
+        if why is not None:
+            raise InputFileError(f"line {number} of {os.fspath(path)}: {why}")
+        hosts[host] = None
+        if len(hosts) > MAX_HOSTS:
+            raise InputFileError(f"{os.fspath(path)} names more than {MAX_HOSTS} hosts")
     return list(hosts)

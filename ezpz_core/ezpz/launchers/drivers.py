@@ -17,10 +17,6 @@ _EXPORT = frozenset({"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CO
                      "MASTER_ADDR", "MASTER_PORT", "TORCH_DEVICE", "TORCH_BACKEND"})
 
 
-def _unique(hosts: Sequence[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(h for h in hosts if h))
-
-
 class Torchrun:
     """``torchrun --standalone``: every process on this machine, with no scheduler."""
 
@@ -56,12 +52,12 @@ class Srun:
         return Match(True, f"Slurm job {job} (SLURM_JOB_ID is set)")
 
     def allocation(self, environ: Mapping[str, str]) -> Allocation:
-        from ezpz.launch.hostlist import expand_nodelist
+        from ezpz.launchers.layout import hosts_from_nodelist
 
         for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
             text = environ.get(var, "").strip()
             if text:
-                return Allocation(hosts=_unique(expand_nodelist(text)), source=f"{var}={text}")
+                return Allocation(hosts=hosts_from_nodelist(text, var), source=f"{var}={text}")
         return Allocation()
 
     def build(self, argv: Sequence[str], layout: Layout, environ: Mapping[str, str]) -> Command:
@@ -87,12 +83,13 @@ class Mpiexec:
         return Match(True, f"{where}; mpiexec is on PATH ({path})")
 
     def allocation(self, environ: Mapping[str, str]) -> Allocation:
-        from ezpz.launch.hostlist import read_hostfile
+        from ezpz.launchers.layout import hosts_from_file
 
         nodefile = environ.get("PBS_NODEFILE", "").strip()
         if not nodefile:
             return Allocation()
-        return Allocation(hosts=_unique(read_hostfile(nodefile)), hostfile=nodefile, source=f"PBS_NODEFILE={nodefile}")
+        return Allocation(hosts=hosts_from_file(nodefile, "PBS_NODEFILE"), hostfile=nodefile,
+                          source=f"PBS_NODEFILE={nodefile}")
 
     def build(self, argv: Sequence[str], layout: Layout, environ: Mapping[str, str]) -> Command:
         path = which("mpiexec", environ)

@@ -8,21 +8,40 @@ from collections.abc import Callable, Mapping
 from ezpz.errors import ConfigError
 from ezpz.launchers.base import Allocation, Layout
 
-__all__ = ["accelerators_per_node", "hostfile_allocation", "resolve_layout"]
+__all__ = ["accelerators_per_node", "hostfile_allocation", "hosts_from_file", "hosts_from_nodelist", "resolve_layout"]
 
 
-def hostfile_allocation(path: str) -> Allocation:
-    """An allocation from a user's ``--hostfile`` (one host per line; repeats collapse)."""
+def hosts_from_file(path: str, name: str) -> tuple[str, ...]:
+    """The hosts in the hostfile ``name`` (a variable or flag) points at; ConfigError naming ``name`` otherwise."""
     from ezpz.launch.hostlist import read_hostfile
 
     try:
         hosts = tuple(dict.fromkeys(h for h in read_hostfile(path) if h))
     except OSError as err:
-        raise ConfigError(name="--hostfile", value=path, expected="a readable file with one host per line",
+        raise ConfigError(name=name, value=path, expected="a readable file with one host per line",
                           fix=f"check the path ({err.strerror or err})") from None
+    except ValueError as err:  # ezpz.inputs.InputFileError: not a regular file, too big, a bad host name
+        raise ConfigError(name=name, value=path, expected=f"a hostfile with one host per line ({err})",
+                          fix=f"point {name} at the job's host list, one host name or IP address per line") from None
     if not hosts:
-        raise ConfigError(name="--hostfile", value=path, expected="at least one host", fix="list one host per line")
-    return Allocation(hosts=hosts, hostfile=path, source=f"--hostfile {path}")
+        raise ConfigError(name=name, value=path, expected="at least one host", fix="list one host per line")
+    return hosts
+
+
+def hosts_from_nodelist(text: str, name: str) -> tuple[str, ...]:
+    """The hosts of a Slurm node list held by variable ``name``; ConfigError naming ``name`` otherwise."""
+    from ezpz.launch.hostlist import expand_nodelist
+
+    try:
+        return tuple(dict.fromkeys(h for h in expand_nodelist(text) if h))
+    except ValueError as err:
+        raise ConfigError(name=name, value=text, expected=f"a Slurm node list such as nid[001-004] ({err})",
+                          fix=f"{name} is set by Slurm; unset it if you exported it by hand") from None
+
+
+def hostfile_allocation(path: str) -> Allocation:
+    """An allocation from a user's ``--hostfile`` (one host per line; repeats collapse)."""
+    return Allocation(hosts=hosts_from_file(path, "--hostfile"), hostfile=path, source=f"--hostfile {path}")
 
 
 def accelerators_per_node(environ: Mapping[str, str]) -> tuple[int, str]:

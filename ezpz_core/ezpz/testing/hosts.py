@@ -14,7 +14,8 @@ from types import ModuleType
 from ezpz.calls import Hooks
 from ezpz.decisions import SetupPlan
 from ezpz.facts import TorchBuild
-from ezpz.plugins import BUILTIN_PREFIX, ENTRY_POINT_GROUP, PluginHost
+from ezpz.entry_points import is_builtin
+from ezpz.plugins import ENTRY_POINT_GROUP, PluginHost
 from ezpz.settings import PluginSettings, SetupSettings
 
 __all__ = ["builtin_plugins", "make_host", "make_plan", "plugin_name"]
@@ -24,7 +25,7 @@ def builtin_plugins() -> dict[str, ModuleType]:
     """The built-in plugins (``cpu``, ``mps``, ``launchers``, ...) by entry-point name, imported."""
     found: dict[str, ModuleType] = {}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if ep.value.startswith(BUILTIN_PREFIX) and ep.name not in found:
+        if is_builtin(ep) and ep.name not in found:  # declared by ezpz's own distribution
             found[ep.name] = importlib.import_module(ep.value.split(":", 1)[0])
     return found
 

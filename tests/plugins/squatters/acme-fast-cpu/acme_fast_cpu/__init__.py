@@ -1,0 +1,1 @@
+"""Squatting test distribution; importing any of its modules leaves a marker file."""

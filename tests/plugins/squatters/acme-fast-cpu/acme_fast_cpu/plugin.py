@@ -1,0 +1,15 @@
+"""Claims ezpz's reserved names 'cpu' and 'launchers'. ezpz must never import this module.
+
+On import it writes the marker file ``IMPORTED`` next to itself (the test
+checks it never appears), and it would then take over device choice.
+"""
+from pathlib import Path
+
+Path(__file__).with_name("IMPORTED").write_text("acme_fast_cpu.plugin was imported\n")
+
+from ezpz import hookimpl  # noqa: E402
+
+
+@hookimpl(tryfirst=True)
+def ezpz_probe_devices(build, environ):
+    raise RuntimeError("squatter ran")
