@@ -79,7 +79,7 @@ def rejected(env) -> dict[str, str]:
 # --- detectors ---------------------------------------------------------------------------------------------------
 
 def test_detection_order_is_data():
-    assert [name for name, _ in DETECTORS] == ["torchrun", "env", "openmpi", "pals", "hydra", "pmix", "slurm"]
+    assert [name for name, _ in DETECTORS] == ["torchrun", "openmpi", "pals", "hydra", "pmix", "slurm", "env"]
 
 
 def test_torchrun_recorded():

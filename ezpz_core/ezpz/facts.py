@@ -147,7 +147,10 @@ class LaunchEnv:
     (``"OMPI_COMM_WORLD_RANK"``, ``"derived: rank // local_world_size"``), for
     ``ezpz doctor``. ``master_addr``/``master_port`` are the rendezvous once
     resolved (``None`` for a single process). ``rejected`` holds the launchers
-    that were checked and did not match, with why.
+    that were checked and did not match, with why. ``ignored`` lists
+    torch-style variables (``RANK=0 (openmpi says rank 1)``) that disagreed
+    with the launcher that started the process and were not used; why is in
+    ``sources["ignored"]``.
     """
 
     launcher: str
@@ -164,6 +167,7 @@ class LaunchEnv:
     sources: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
     reason: str = ""
     rejected: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
+    ignored: tuple[str, ...] = field(default=(), converter=as_tuple)
 
     @property
     def distributed(self) -> bool:

@@ -129,6 +129,9 @@ def setup(
     the_plan = plan_setup(hooks, settings, env, probe_torch_build())
     _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
     log = _log.get_logger("ezpz.setup")
+    if the_plan.launch.ignored:  # stale RANK/WORLD_SIZE under a real launcher: said on every rank
+        log.warning("launch_variables_ignored", launcher=the_plan.launch.launcher,
+                    ignored=", ".join(the_plan.launch.ignored), why=the_plan.launch.sources.get("ignored", ""))
 
     actions = hooks.before_init(the_plan)
     for plugin, action in actions:
