@@ -44,3 +44,11 @@ class PluginError(EzpzError):
 
 class SetupError(EzpzError, RuntimeError):
     """``setup()`` was used wrongly (for example called again with other overrides)."""
+
+
+class RendezvousError(EzpzError, RuntimeError):
+    """The rendezvous failed for a reason other than a late rank: the store went away or answered wrongly."""
+
+
+class JobMismatchError(RendezvousError):
+    """A process reached a rendezvous store that belongs to another launch (another job's fingerprint)."""

@@ -150,7 +150,9 @@ class LaunchEnv:
     that were checked and did not match, with why. ``ignored`` lists
     torch-style variables (``RANK=0 (openmpi says rank 1)``) that disagreed
     with the launcher that started the process and were not used; why is in
-    ``sources["ignored"]``.
+    ``sources["ignored"]``. ``exchange`` is ``"pmi"`` when rank 0 publishes
+    the address it bound through the process manager (MPICH/Intel MPI Hydra),
+    so ``master_port`` (and, across nodes, ``master_addr``) is known only then.
     """
 
     launcher: str
@@ -168,6 +170,7 @@ class LaunchEnv:
     reason: str = ""
     rejected: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
     ignored: tuple[str, ...] = field(default=(), converter=as_tuple)
+    exchange: str | None = None
 
     @property
     def distributed(self) -> bool:
