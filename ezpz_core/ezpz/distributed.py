@@ -56,7 +56,7 @@ def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None
         raise
     except Exception as err:  # torch raises DistStoreError/DistNetworkError/RuntimeError
         raise _named(err, plan, rdzv.where) from err
-    rdzv.report_refused()
+    _store.report_refused()
 
 
 def _named(err: Exception, plan: SetupPlan, where: str) -> Exception:

@@ -226,6 +226,9 @@ def teardown() -> None:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+        from ezpz.store import report_refused
+
+        report_refused()  # rank 0: name processes of other launches that reached this job's store
     for key, value in list(_applied_env.items()):
         if os.environ.get(key) == value:
             del os.environ[key]

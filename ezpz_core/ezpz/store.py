@@ -41,7 +41,7 @@ from ezpz import _log
 from ezpz.errors import JobMismatchError, RendezvousError, RendezvousTimeoutError
 from ezpz.facts import LaunchEnv
 
-__all__ = ["GRACE_S", "Rendezvous", "connect", "fingerprint", "run_bounded"]
+__all__ = ["GRACE_S", "Rendezvous", "connect", "fingerprint", "report_refused", "run_bounded"]
 
 GRACE_S = 5.0
 """How long past the timeout ``setup()`` waits for torch to raise its own error before raising one itself."""
@@ -54,6 +54,8 @@ _T = TypeVar("_T")
 _stores: dict[tuple[str, int, bool], Any] = {}
 _pmi_rendezvous: dict[str, tuple[str, int, str]] = {}
 _generation = 0
+_last: dict[str, Rendezvous] = {}
+_reported: dict[int, int] = {}
 _lock = threading.Lock()
 
 
@@ -116,7 +118,7 @@ class Rendezvous:
         import torch.distributed as dist
 
         launch = self.launch
-        if launch.exchange == "pmi":
+        if launch.exchange == "pmi" or (launch.launcher == "hydra" and _pmi_available(self.environ)):
             self._pmi_exchange()
         self.fingerprint = fingerprint(launch.launcher, self.identity, launch.world_size)
         agent = launch.launcher == "torchrun" and _truthy(self.environ.get("TORCHELASTIC_USE_AGENT_STORE"))
@@ -125,6 +127,7 @@ class Rendezvous:
             restart = (self.environ.get("TORCHELASTIC_RESTART_COUNT") or "0").strip()
             store = dist.PrefixStore(f"/worker/attempt_{restart}", store)
         self.base = store
+        _last["rendezvous"] = self
         self._check_owner(store)
         return dist.PrefixStore(f"ezpz/{self.fingerprint}/g{self.generation}", store)
 
@@ -144,27 +147,33 @@ class Rendezvous:
         return store
 
     def _pmi_exchange(self) -> None:
-        """Hydra: rank 0 binds a free port (or MASTER_PORT) and publishes it; the kvs name is the identity."""
+        """Hydra: the kvs name is the launch identity; with ``exchange == "pmi"`` rank 0 also binds a free port
+        (or MASTER_PORT) and publishes ``host:port``, which every rank reads after a PMI barrier."""
         from ezpz.pmi import PmiClient
 
+        publish = self.launch.exchange == "pmi"
         cached = _pmi_rendezvous.get("this process")
         if cached is None:
             client = PmiClient.connect(self.environ, self.remaining().total_seconds())
+            host, port = self.addr, str(self.port)
             try:
                 client.init()
                 kvs = client.kvsname()
-                if self.launch.rank == 0:
-                    host = self.launch.master_addr or socket.gethostname()
-                    client.put(kvs, _PMI_KEY, f"{host}:{self._bind_master(host)}")
-                client.barrier()
-                host, _, port = client.get(kvs, _PMI_KEY).rpartition(":")
+                if publish:
+                    if self.launch.rank == 0:
+                        mine = self.launch.master_addr or socket.gethostname()
+                        client.put(kvs, _PMI_KEY, f"{mine}:{self._bind_master(mine)}")
+                    client.barrier()
+                    host, _, port = client.get(kvs, _PMI_KEY).rpartition(":")
             finally:
                 client.close()
             if not (host and port.isdigit() and 0 < int(port) < 65536):
                 raise RendezvousError(f"the process manager returned {host}:{port!r} for rank 0's address: "
                                       "not host:port (another program wrote this key?)")
             cached = _pmi_rendezvous["this process"] = (host, int(port), kvs)
-        self.addr, self.port, kvs = cached
+        host, port, kvs = cached
+        if publish:
+            self.addr, self.port = host, port
         self.identity = f"PMI kvsname {kvs}"
 
     def _bind_master(self, host: str) -> int:
@@ -199,19 +208,37 @@ class Rendezvous:
         )
 
     def report_refused(self) -> None:
-        """Rank 0: log every process of another launch that reached this store and was refused."""
+        """Rank 0: log each process of another launch that reached this store and was refused (once each)."""
         if self.launch.rank != 0 or self.base is None:
             return
         count = int(self.base.add(_REFUSED, 0))
         log = _log.get_logger("ezpz.rendezvous")
-        for i in range(1, count + 1):
+        for i in range(_reported.get(id(self.base), 0) + 1, count + 1):
             who = _text(self.base.get(f"{_REFUSED}/{i}")) if self.base.check([f"{_REFUSED}/{i}"]) else "unknown"
             log.warning("job_fingerprint_refused", error="JobMismatchError", store=self.where, intruder=who[:300])
+        _reported[id(self.base)] = count
+
+
+def report_refused(deadline_s: float = 2.0) -> None:
+    """Log intruders refused since the last report (``teardown()`` calls this); bounded, never raises."""
+    rdzv = _last.get("rendezvous")
+    if rdzv is None:
+        return
+    try:
+        run_bounded(rdzv.report_refused, deadline_s, lambda: TimeoutError("store did not answer"))
+    except Exception:  # a report must not turn a clean teardown into an error
+        pass
 
 
 def connect(launch: LaunchEnv, timeout_s: float, environ: Mapping[str, str] | None = None) -> Rendezvous:
     """A :class:`Rendezvous` for ``launch`` (not yet opened)."""
     return Rendezvous(launch, timeout_s, os.environ if environ is None else environ)
+
+
+def _pmi_available(environ: Mapping[str, str]) -> bool:
+    from ezpz.pmi import available
+
+    return available(environ) is not None
 
 
 def _text(value: object) -> str:
