@@ -83,8 +83,15 @@ class PmiClient:
                              fix="run under MPICH's or Intel MPI's mpiexec")
 
     def close(self) -> None:
-        """Close ezpz's duplicate; the process manager's connection (``PMI_FD``) stays open for MPI."""
-        self._sock.close()
+        """Close ezpz's duplicate; the process manager's connection (``PMI_FD``) stays open for MPI.
+
+        A socket timeout puts the shared open file in non-blocking mode; it is made blocking again first,
+        as MPI's PMI client expects (otherwise MPI_Init fails reading with EAGAIN).
+        """
+        try:
+            self._sock.setblocking(True)
+        finally:
+            self._sock.close()
 
     def _send(self, line: str) -> None:
         self._sock.sendall(line.encode() + b"\n")
