@@ -79,7 +79,7 @@ def rejected(env) -> dict[str, str]:
 # --- detectors ---------------------------------------------------------------------------------------------------
 
 def test_detection_order_is_data():
-    assert [name for name, _ in DETECTORS] == ["torchrun", "env", "openmpi", "pals", "hydra", "pmix", "slurm"]
+    assert [name for name, _ in DETECTORS] == ["torchrun", "openmpi", "pals", "hydra", "pmix", "slurm", "env"]
 
 
 def test_torchrun_recorded():
@@ -166,7 +166,25 @@ def test_hydra_recorded():
     env = detect_launch_env({**HYDRA, "MASTER_ADDR": "host0"})
     assert env.launcher == "hydra" and layout(env) == (6, 8, 2, 4, 1, 2)
     assert env.sources["local_rank"] == "MPI_LOCALRANKID"
-    assert env.master_port == DEFAULT_PORT and "no job identity" in env.sources["master_port"]
+    assert env.master_port is None and env.exchange == "pmi"  # rank 0 publishes the port it binds, over PMI_FD
+    assert "published by rank 0" in env.sources["master_port"] and "PMI_FD" in env.sources["master_port"]
+
+
+def test_hydra_across_nodes_without_host_list_takes_rank_zeros_published_host():
+    env = detect_launch_env(HYDRA)
+    assert env.master_addr is None and "host name" in env.sources["master_addr"]
+
+
+def test_hydra_without_pmi_or_master_port_refuses_naming_master_port():
+    with pytest.raises(LaunchEnvError, match="MASTER_PORT"):
+        detect_launch_env({k: v for k, v in HYDRA.items() if k != "PMI_FD"} | {"MASTER_ADDR": "h0"})
+
+
+def test_job_wide_ids_are_no_launch_identity():
+    """Two mpiexec in one allocation share SLURM_JOB_ID/PBS_JOBID: deriving a port from them lets them cross-join."""
+    for job_wide in ({"SLURM_JOB_ID": "77"}, {"PBS_JOBID": "77.pbs"}):
+        with pytest.raises(LaunchEnvError, match="MASTER_PORT"):
+            detect_launch_env({"RANK": "0", "WORLD_SIZE": "2"} | job_wide)
 
 
 def test_hydra_port_mode_is_explained():
@@ -274,7 +292,7 @@ def test_missing_hostfile_is_named(tmp_path):
 
 def test_multi_node_without_address_says_what_to_set():
     with pytest.raises(LaunchEnvError) as err:
-        detect_launch_env(HYDRA)
+        detect_launch_env({**PALS, "PBS_JOBID": "1"} | {"MASTER_PORT": "29511"})
     assert err.value.name == "MASTER_ADDR" and "PBS_NODEFILE" in err.value.expected
     assert "export MASTER_ADDR" in err.value.fix
 
@@ -321,9 +339,9 @@ def test_single_node_uses_loopback_even_with_a_node_list():
     assert env.master_addr == "127.0.0.1" and "one node" in env.sources["master_addr"]
 
 
-def test_no_identity_falls_back_to_29500_and_says_so():
-    env = detect_launch_env({"RANK": "0", "WORLD_SIZE": "2"})
-    assert env.master_port == 29500 and env.sources["master_port"].startswith("default: 29500")
+def test_no_identity_and_no_master_port_refuses():
+    with pytest.raises(LaunchEnvError, match="MASTER_PORT=None"):
+        detect_launch_env({"RANK": "0", "WORLD_SIZE": "2"})
 
 
 def test_pbs_hostfile_for_hydra(tmp_path):
@@ -331,7 +349,8 @@ def test_pbs_hostfile_for_hydra(tmp_path):
     nodefile.write_text("x3001c0s1b0n0\nx3001c0s1b0n0\nx3001c0s7b1n0\nx3001c0s7b1n0\n")
     env = detect_launch_env({**HYDRA, "PBS_NODEFILE": str(nodefile), "PBS_JOBID": "42.polaris-pbs-01"})
     assert env.master_addr == "x3001c0s1b0n0" and env.hosts == ("x3001c0s1b0n0", "x3001c0s7b1n0")
-    assert env.job_id == "42.polaris-pbs-01" and env.master_port == derive_port("PBS_JOBID=42.polaris-pbs-01")
+    # PBS_JOBID is shared by every mpiexec in the job: the port comes from rank 0 over PMI, not from its hash
+    assert env.job_id == "42.polaris-pbs-01" and env.master_port is None and env.exchange == "pmi"
 
 
 def test_openmpi_default_hostfile_variable(tmp_path):

@@ -52,7 +52,10 @@ def check_consistent(env: LaunchEnv) -> None:
     assert 0 <= env.rank < env.world_size
     assert 0 <= env.local_rank < env.local_world_size <= env.world_size
     assert 0 <= env.node_rank < env.num_nodes <= env.world_size
-    if env.world_size > 1:
+    if env.world_size > 1 and env.exchange == "pmi":  # rank 0 publishes host:port through the process manager
+        assert env.master_port is None and "published by rank 0" in env.sources["master_port"]
+        assert env.master_addr is None or not any(ch.isspace() for ch in env.master_addr)
+    elif env.world_size > 1:
         assert env.master_addr and not any(ch.isspace() for ch in env.master_addr)
         assert env.master_port is not None and 1 <= env.master_port <= 65535
     else:
@@ -109,7 +112,7 @@ def build_env(launcher: str, counts: list[int], rank: int, node: int, local: int
                 "MASTER_ADDR": "n00", "MASTER_PORT": "29400"}
     if launcher == "env":
         return {"RANK": s(rank), "WORLD_SIZE": s(world), "LOCAL_RANK": s(local), "LOCAL_WORLD_SIZE": s(lworld),
-                "MASTER_ADDR": "n00"}
+                "MASTER_ADDR": "n00", "MASTER_PORT": "29500"}
     if launcher == "openmpi":
         return {"OMPI_COMM_WORLD_RANK": s(rank), "OMPI_COMM_WORLD_SIZE": s(world),
                 "OMPI_COMM_WORLD_LOCAL_RANK": s(local), "OMPI_COMM_WORLD_LOCAL_SIZE": s(lworld),
@@ -121,7 +124,7 @@ def build_env(launcher: str, counts: list[int], rank: int, node: int, local: int
                 "MASTER_ADDR": "n00"}
     if launcher == "hydra":
         return {"PMI_RANK": s(rank), "PMI_SIZE": s(world), "MPI_LOCALRANKID": s(local),
-                "MPI_LOCALNRANKS": s(lworld), "SLURM_JOB_NODELIST": hosts, "SLURM_JOB_ID": "9"}
+                "MPI_LOCALNRANKS": s(lworld), "SLURM_JOB_NODELIST": hosts, "SLURM_JOB_ID": "9", "PMI_FD": "7"}
     if launcher == "pmix":
         return {"PMIX_RANK": s(rank), "PMIX_NAMESPACE": "ns", "WORLD_SIZE": s(world), "LOCAL_RANK": s(local),
                 "LOCAL_WORLD_SIZE": s(lworld), "MASTER_ADDR": "n00"}
@@ -151,6 +154,9 @@ def roundtrip(launcher: str, counts: list[int]) -> None:
         return
     given_addr = "MASTER_ADDR" in build_env(launcher, counts, 0, 0, 0)
     assert addr == ("n00" if given_addr or len(counts) > 1 else "127.0.0.1")
+    if launcher == "hydra":  # rank 0 binds a free port at setup and publishes it through PMI
+        assert port is None
+        return
     assert port == {"torchrun": 29400, "env": DEFAULT_PORT}.get(launcher, port)
     assert PORT_RANGE[0] <= port <= PORT_RANGE[1] or launcher in ("torchrun", "env")
 
@@ -190,9 +196,9 @@ def test_perturbed_launcher_environments_stay_consistent_or_raise_named_errors(d
     check_consistent(env)
 
 
-def test_hydra_without_identity_uses_default_port():
-    env = detect_launch_env({"PMI_RANK": "0", "PMI_SIZE": "2", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2"})
-    assert env.master_port == DEFAULT_PORT
+def test_hydra_without_pmi_connection_or_master_port_refuses():
+    with pytest.raises(LaunchEnvError, match="MASTER_PORT"):
+        detect_launch_env({"PMI_RANK": "0", "PMI_SIZE": "2", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2"})
 
 
 # --- host lists ----------------------------------------------------------------------------------------------------

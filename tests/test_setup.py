@@ -7,7 +7,7 @@ import torch
 
 import ezpz
 from ezpz.builtin.cpu import CpuFacts, cpu_candidate, cpu_precision_options, probe_cpu
-from ezpz.errors import ConfigError, SetupError, UnavailableError
+from ezpz.errors import ConfigError, LaunchEnvError, SetupError, UnavailableError
 from ezpz.policies import choose_precision
 
 
@@ -175,9 +175,11 @@ def test_core_resolves_a_rendezvous_a_site_plugin_left_open():
     host = ezpz.hooks.get_plugin_host()
     assert host.register("site-launcher", SiteLauncher())
     try:
-        plan, _ = ezpz.hooks.plan(environ={"SLURM_JOB_ID": "1234"})
+        plan, _ = ezpz.hooks.plan(environ={"SLURM_JOB_ID": "1234", "MASTER_PORT": "29511"})
+        with pytest.raises(LaunchEnvError, match="MASTER_PORT"):  # a job-wide id is no launch identity
+            ezpz.hooks.plan(environ={"SLURM_JOB_ID": "1234"})
     finally:
         host.pm.unregister(name="site-launcher")
         host.records.pop("site-launcher", None)
     assert plan.launch.launcher == "site"
-    assert plan.launch.master_addr == "127.0.0.1" and 1 <= plan.launch.master_port <= 65535
+    assert plan.launch.master_addr == "127.0.0.1" and plan.launch.master_port == 29511

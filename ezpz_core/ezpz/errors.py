@@ -63,3 +63,11 @@ class PluginTimeoutError(EzpzError, TimeoutError):
         message = (f"plugin {plugin!r} ({distribution} {version}) did not return from {hook} within {timeout_s:g}s "
                    f"(EZPZ_HOOK_TIMEOUT), stuck in {where}. Fix: {self.fix}")
         super().__init__(message + (f"\nWhere the hook was stuck:\n{stack.rstrip()}" if stack else ""))
+
+
+class RendezvousError(EzpzError, RuntimeError):
+    """The rendezvous failed for a reason other than a late rank: the store went away or answered wrongly."""
+
+
+class JobMismatchError(RendezvousError):
+    """A process reached a rendezvous store that belongs to another launch (another job's fingerprint)."""

@@ -147,7 +147,12 @@ class LaunchEnv:
     (``"OMPI_COMM_WORLD_RANK"``, ``"derived: rank // local_world_size"``), for
     ``ezpz doctor``. ``master_addr``/``master_port`` are the rendezvous once
     resolved (``None`` for a single process). ``rejected`` holds the launchers
-    that were checked and did not match, with why.
+    that were checked and did not match, with why. ``ignored`` lists
+    torch-style variables (``RANK=0 (openmpi says rank 1)``) that disagreed
+    with the launcher that started the process and were not used; why is in
+    ``sources["ignored"]``. ``exchange`` is ``"pmi"`` when rank 0 publishes
+    the address it bound through the process manager (MPICH/Intel MPI Hydra),
+    so ``master_port`` (and, across nodes, ``master_addr``) is known only then.
     """
 
     launcher: str
@@ -164,6 +169,8 @@ class LaunchEnv:
     sources: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
     reason: str = ""
     rejected: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
+    ignored: tuple[str, ...] = field(default=(), converter=as_tuple)
+    exchange: str | None = None
 
     @property
     def distributed(self) -> bool:

@@ -127,6 +127,9 @@ def setup(
     the_plan = plan_setup(hooks, settings, env, probe_torch_build())
     _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
     log = _log.get_logger("ezpz.setup")
+    if the_plan.launch.ignored:  # stale RANK/WORLD_SIZE under a real launcher: said on every rank
+        log.warning("launch_variables_ignored", launcher=the_plan.launch.launcher,
+                    ignored=", ".join(the_plan.launch.ignored), why=the_plan.launch.sources.get("ignored", ""))
 
     actions = hooks.before_init(the_plan)
     for plugin, action in actions:
@@ -221,6 +224,9 @@ def teardown() -> None:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+        from ezpz.store import report_refused
+
+        report_refused()  # rank 0: name processes of other launches that reached this job's store
     for key, value in list(_applied_env.items()):
         if os.environ.get(key) == value:
             del os.environ[key]

@@ -30,7 +30,7 @@ print(json.dumps({
     "rank": rt.rank, "local_rank": rt.local_rank, "world_size": rt.world_size,
     "local_world_size": rt.local_world_size, "node_rank": rt.node_rank, "num_nodes": rt.num_nodes,
     "launcher": rt.plan.launch.launcher, "backend": rt.backend, "device": str(rt.device),
-    "sum": value.item(), "ok": ok, "pg": dist.is_initialized(),
+    "sum": value.item(), "ok": ok, "pg": dist.is_initialized(), "ignored": list(rt.plan.launch.ignored),
 }), flush=True)
 ezpz.hooks.teardown()
 sys.exit(0 if ok else 1)

@@ -2,14 +2,19 @@
 
 Order (first match wins):
 
-1. ``torchrun``: torchrun's own variables, complete and unambiguous.
-2. ``env``: RANK/WORLD_SIZE set by hand or by a wrapper script, an explicit choice.
-3. ``openmpi``: Open MPI also exports PMIX_RANK, and under Slurm its daemons' SLURM_* leak in.
-4. ``pals``: PALS also exports PMI_RANK/PMI_SIZE, so it goes before Hydra.
-5. ``hydra``: MPICH/Intel MPI.
-6. ``pmix``: PMIX_RANK alone; srun --mpi=pmix also sets it, so before Slurm.
-7. ``slurm``: tasks of an srun job step (not a batch script).
+1. ``torchrun``: torchrun's own variables, complete and unambiguous (torchrun is the innermost
+   launcher when it runs under mpiexec or srun).
+2. ``openmpi``: Open MPI also exports PMIX_RANK, and under Slurm its daemons' SLURM_* leak in.
+3. ``pals``: PALS also exports PMI_RANK/PMI_SIZE, so it goes before Hydra.
+4. ``hydra``: MPICH/Intel MPI.
+5. ``pmix``: PMIX_RANK alone; srun --mpi=pmix also sets it, so before Slurm.
+6. ``slurm``: tasks of an srun job step (not a batch script).
+7. ``env``: RANK/WORLD_SIZE set by hand or by a wrapper script, when no launcher above matched.
 8. ``single``: none of the above; one process.
+
+When a launcher of 2-6 matched and RANK/WORLD_SIZE (or LOCAL_RANK ...) are also set and
+disagree, :func:`ezpz.launch.conflicts.reconcile` decides, loudly: the trace names every
+ignored variable and why, or every rank raises naming both sources.
 
 Detectors are pure functions of the environment returning a LaunchEnv (rendezvous
 unresolved) or the reason they do not apply; they raise LaunchEnvError when their
@@ -25,6 +30,7 @@ import attrs
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import Alternative, LaunchEnv
 from ezpz.launch._parse import get, parse_int
+from ezpz.launch.conflicts import reconcile
 from ezpz.launch.mpi import detect_hydra, detect_openmpi, detect_pals
 from ezpz.launch.slurm import detect_slurm
 from ezpz.launch.torch_env import detect_env, detect_pmix, detect_torchrun
@@ -35,14 +41,17 @@ Detector = Callable[[Mapping[str, str]], "LaunchEnv | str"]
 
 DETECTORS: tuple[tuple[str, Detector], ...] = (
     ("torchrun", detect_torchrun),
-    ("env", detect_env),
     ("openmpi", detect_openmpi),
     ("pals", detect_pals),
     ("hydra", detect_hydra),
     ("pmix", detect_pmix),
     ("slurm", detect_slurm),
+    ("env", detect_env),
 )
 """Launchers tried in order before the single-process fallback."""
+
+#: Detectors whose layout *is* RANK/WORLD_SIZE; any other winner is reconciled with what those say.
+TORCH_STYLE_DETECTORS = frozenset({"torchrun", "env"})
 
 #: Variables that only exist when this process is one of several ranks: (name, smallest value that says so).
 _MULTI_RANK_SIGNS = (
@@ -88,6 +97,18 @@ def _shadowed(name: str, outcome: LaunchEnv | str, chosen: LaunchEnv) -> Alterna
     return Alternative(name=name, reason=f"also present ({said}, {verdict}) but {chosen.launcher} comes first")
 
 
+def _reconciled(chosen: LaunchEnv, environ: Mapping[str, str], rejected: list[Alternative]) -> LaunchEnv:
+    """``chosen`` against RANK/WORLD_SIZE; replaces the ``env`` entry of ``rejected`` with the verdict."""
+    try:
+        env: LaunchEnv | str | LaunchEnvError = detect_env(environ)
+    except LaunchEnvError as err:
+        env = err
+    winner, loser = reconcile(chosen, env, environ)
+    rejected[:] = [a for a in rejected if a.name not in (loser.name, winner.launcher)]
+    rejected.append(loser)
+    return winner
+
+
 def detect_layout(environ: Mapping[str, str]) -> LaunchEnv:
     """The first detector's layout, with every other launcher in ``rejected`` and why it was not used."""
     rejected: list[Alternative] = []
@@ -107,5 +128,7 @@ def detect_layout(environ: Mapping[str, str]) -> LaunchEnv:
     if chosen is None:
         chosen = detect_single(environ, rejected)
     else:
+        if chosen.launcher not in TORCH_STYLE_DETECTORS:
+            chosen = _reconciled(chosen, environ, rejected)
         rejected.append(Alternative(name="single", reason=f"{chosen.launcher} describes this process"))
     return attrs.evolve(chosen, rejected=tuple(rejected))

@@ -19,7 +19,7 @@ from ezpz.facts import LaunchEnv
 from ezpz.launch._parse import get, parse_int
 from ezpz.launch.hostlist import expand_nodelist, read_hostfile
 
-__all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "resolve_rendezvous"]
+__all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous"]
 
 DEFAULT_PORT = 29500
 """torch's customary port, used when the launcher exports no job identity."""
@@ -53,6 +53,15 @@ _HOSTS: Mapping[str, tuple[tuple[str, str], ...]] = {
 _DEFAULT_HOSTS = (*_HOSTFILES, *_SLURM_JOB)
 
 
+def launch_identity(launcher: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """Like :func:`job_identity`, but only variables new for every launch (never the job-wide ones)."""
+    for names in _IDENTITY.get(launcher, ()):
+        values = [get(environ, n) for n in names]
+        if all(v is not None for v in values):
+            return ".".join(values), ".".join(names)  # type: ignore[arg-type]
+    return None
+
+
 def job_identity(launcher: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
     """``(value, variables)`` naming this launch, e.g. ``("1234.0", "SLURM_JOB_ID.SLURM_STEP_ID")``."""
     for names in (*_IDENTITY.get(launcher, ()), *_JOB_WIDE):
@@ -78,7 +87,13 @@ def _port(environ: Mapping[str, str], ident: tuple[str, str] | None) -> tuple[in
                                  fix="set MASTER_PORT to a free port such as 29500, or unset it to derive one")
         return port, "MASTER_PORT"
     if ident is None:
-        return DEFAULT_PORT, f"default: {DEFAULT_PORT} (no job identity to derive a port from; set MASTER_PORT)"
+        raise LaunchEnvError(
+            name="MASTER_PORT", value=None,
+            expected="set, since the launcher names no launch of its own to derive a port from (a job-wide "
+            "PBS_JOBID/SLURM_JOB_ID is shared by every mpiexec in the allocation, and two jobs on one port can "
+            "cross-join)",
+            fix="export MASTER_PORT=<a free port of this job's own> (and MASTER_ADDR) to every rank",
+        )
     return derive_port(f"{ident[1]}={ident[0]}"), f"derived: hash of {ident[1]} into {PORT_RANGE[0]}..{PORT_RANGE[1]}"
 
 
@@ -127,10 +142,39 @@ def resolve_rendezvous(env: LaunchEnv, environ: Mapping[str, str]) -> LaunchEnv:
     changes: dict[str, object] = {}
     if ident is not None:
         changes["job_id"], sources["job_id"] = ident
+    if env.world_size > 1 and _pmi_exchange(env, environ):
+        return _resolve_by_pmi(env, environ, sources, changes)
     if env.world_size > 1:
         addr, sources["master_addr"], hosts, hosts_from = _addr(env, environ)
-        port, sources["master_port"] = _port(environ, ident)
+        port, sources["master_port"] = _port(environ, launch_identity(env.launcher, environ))
         changes.update(master_addr=addr, master_port=port, hosts=hosts)
         if hosts_from:
             sources["hosts"] = hosts_from
+    return attrs.evolve(env, sources=sources, **changes)
+
+
+def _pmi_exchange(env: LaunchEnv, environ: Mapping[str, str]) -> bool:
+    """Hydra with a PMI connection and no MASTER_PORT: rank 0 publishes the port it binds (:mod:`ezpz.store`)."""
+    from ezpz.pmi import available
+
+    return env.launcher == "hydra" and get(environ, "MASTER_PORT") is None and available(environ) is not None
+
+
+def _resolve_by_pmi(env: LaunchEnv, environ: Mapping[str, str], sources: dict[str, str],
+                    changes: dict[str, object]) -> LaunchEnv:
+    from ezpz.pmi import available
+
+    via = available(environ)
+    try:
+        addr, sources["master_addr"], hosts, hosts_from = _addr(env, environ)
+    except LaunchEnvError as err:
+        if err.name != "MASTER_ADDR":
+            raise
+        addr, hosts, hosts_from = None, (), None
+        sources["master_addr"] = f"published by rank 0 through the process manager ({via}): its host name"
+    if hosts_from:
+        sources["hosts"] = hosts_from
+    sources["master_port"] = (f"published by rank 0 through the process manager ({via}): a port it bound, free "
+                              "on its host, so two jobs on one host never share one")
+    changes.update(master_addr=addr, master_port=None, hosts=hosts, exchange="pmi")
     return attrs.evolve(env, sources=sources, **changes)
