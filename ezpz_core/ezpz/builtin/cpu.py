@@ -14,7 +14,8 @@ from ezpz._convert import as_frozenset
 from ezpz import hookimpl
 
 if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
-    from ezpz.decisions import AmpPolicy, BackendChoice, PrecisionOption, ProfilingSupport
+    from ezpz.compiling import CompilePolicy
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, PrecisionOption, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX512-BF16 / AMX-BF16; aarch64 FEAT_BF16
@@ -114,3 +115,29 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
     from ezpz.decisions import ProfilingSupport
 
     return ProfilingSupport(activities=("CPU",), reason="CPU profiler activity; ranges via torch record_function under the profiler")
+
+
+@hookimpl(trylast=True)
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    """Inductor when the C++ compiler Inductor would use runs (probed once per process), else aot_eager."""
+    if not isinstance(device.facts, CpuFacts):
+        return None
+    from ezpz.builtin.cxx import cpu_compile_options, probe_cxx
+    from ezpz.compiling import choose_compile
+
+    return choose_compile(cpu_compile_options(build, probe_cxx()), device="cpu")
+
+
+#: DeepSpeed's accelerator name for this device (deepspeed/accelerator/real_accelerator.py).
+DS_ACCELERATOR = "cpu"
+
+
+@hookimpl(trylast=True)
+def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
+    """Tell DeepSpeed to use its CPU accelerator instead of guessing (``DS_ACCELERATOR=cpu``)."""
+    if not isinstance(plan.device.candidate.facts, CpuFacts):
+        return None
+    from ezpz.decisions import LifecycleAction
+
+    return LifecycleAction(reason=f"DS_ACCELERATOR={DS_ACCELERATOR}: DeepSpeed uses its CPU accelerator",
+                           env_defaults={"DS_ACCELERATOR": DS_ACCELERATOR})
