@@ -165,7 +165,7 @@ class Runtime:
         """
         from ezpz.integrations.deepspeed import deepspeed_config
 
-        return deepspeed_config(self, base)
+        return deepspeed_config(self.plan, base)
 
     def explain(self) -> Explanation:
         """Every candidate considered, chosen or rejected, with its reason. ``str()`` it to read it."""

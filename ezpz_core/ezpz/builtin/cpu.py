@@ -137,7 +137,6 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Tell DeepSpeed to use its CPU accelerator instead of guessing (``DS_ACCELERATOR=cpu``)."""
     if not isinstance(plan.device.candidate.facts, CpuFacts):
         return None
-    from ezpz.decisions import LifecycleAction
+    from ezpz.integrations.deepspeed import with_ds_accelerator
 
-    return LifecycleAction(reason=f"DS_ACCELERATOR={DS_ACCELERATOR}: DeepSpeed uses its CPU accelerator",
-                           env_defaults={"DS_ACCELERATOR": DS_ACCELERATOR})
+    return with_ds_accelerator(None, DS_ACCELERATOR, "CPU")

@@ -1,6 +1,6 @@
 """DeepSpeed from ezpz's decisions: precision sections from the AMP policy, nothing re-detected.
 
-``Runtime.deepspeed_config`` calls :func:`deepspeed_config`. DeepSpeed itself
+``Runtime.deepspeed_config`` calls :func:`deepspeed_config` with its plan. DeepSpeed itself
 is never imported here; ``setup()`` has already set ``DS_ACCELERATOR`` (from
 the device plugin's lifecycle answer) and created the process group that
 ``deepspeed.initialize`` then finds and reuses.
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from ezpz.errors import ConfigError, UnavailableError
 
 if TYPE_CHECKING:
-    from ezpz.runtime import Runtime
+    from ezpz.decisions import LifecycleAction, SetupPlan
 
-__all__ = ["PRECISION_SECTIONS", "deepspeed_config", "precision_sections"]
+__all__ = ["PRECISION_SECTIONS", "deepspeed_config", "precision_sections", "with_ds_accelerator"]
 
 #: DeepSpeed config section -> ezpz precision name.
 PRECISION_SECTIONS: Mapping[str, str] = {"bf16": "bf16", "fp16": "fp16"}
@@ -85,8 +85,8 @@ def precision_sections(
     return config
 
 
-def deepspeed_config(runtime: Runtime, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``runtime``'s AMP policy as DeepSpeed ``bf16``/``fp16`` sections over ``base``.
+def deepspeed_config(plan: SetupPlan, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``plan``'s AMP policy as DeepSpeed ``bf16``/``fp16`` sections over ``base``.
 
     Whether the device can do a dtype the user enabled is asked of the device
     plugin itself (its ``ezpz_amp_policy`` answer for that dtype), so the
@@ -95,7 +95,6 @@ def deepspeed_config(runtime: Runtime, base: Mapping[str, Any] | None = None) ->
     from ezpz.calls import Hooks
     from ezpz.hooks import get_plugin_host
 
-    plan = runtime.plan
     cand = plan.device.candidate
     hooks = Hooks(get_plugin_host())
 
@@ -110,5 +109,21 @@ def deepspeed_config(runtime: Runtime, base: Mapping[str, Any] | None = None) ->
             return f"no plugin answered whether {cand.label} supports {precision}"
         return None
 
-    return precision_sections(base or {}, dtype=plan.amp.dtype, grad_scaler=plan.amp.grad_scaler,
+    return precision_sections(base if base is not None else {}, dtype=plan.amp.dtype, grad_scaler=plan.amp.grad_scaler,
                               device=cand.label, supports=supports)
+
+
+def with_ds_accelerator(action: LifecycleAction | None, name: str, what: str) -> LifecycleAction:
+    """``action`` (or a new one) that also sets ``DS_ACCELERATOR=name``, said in its reason.
+
+    Device plugins call this from ``ezpz_before_init`` so DeepSpeed uses the
+    accelerator ezpz chose instead of guessing; ``setup()`` keeps a
+    ``DS_ACCELERATOR`` the user set and says so in the lifecycle decision.
+    """
+    from ezpz.decisions import LifecycleAction
+
+    said = f"DS_ACCELERATOR={name}: DeepSpeed uses its {what} accelerator"
+    if action is None:
+        return LifecycleAction(reason=said, env_defaults={"DS_ACCELERATOR": name})
+    return LifecycleAction(reason=f"{action.reason}; {said}", plugin=action.plugin,
+                           env_defaults={**action.env_defaults, "DS_ACCELERATOR": name})
