@@ -71,6 +71,7 @@ class CompilePolicy:
     mode: str | None = None
     options: Mapping[str, Any] = field(factory=dict, converter=as_dict, hash=False)
     alternatives: tuple[CompileOption, ...] = field(default=(), converter=as_tuple)
+    device: str | None = None  # how the plugin names the device in messages ("cuda (8x AMD Instinct MI300X ...)")
 
     @property
     def label(self) -> str:
@@ -93,10 +94,10 @@ def choose_compile(
                 f"{opt.reason} (after {', '.join(t.backend for t in tried)} unavailable)")
             return CompilePolicy(backend=opt.backend, reason=reason, mode=mode if opt.backend != "none" else None,
                                  options=(compile_options or {}) if opt.backend == "inductor" else {},
-                                 alternatives=(*tried, *later))
+                                 alternatives=(*tried, *later), device=device)
         tried.append(opt)
     return CompilePolicy(backend="none", reason=f"no torch.compile backend works on {device}: not compiling",
-                         alternatives=tried)
+                         alternatives=tried, device=device)
 
 
 def no_compile_answer(device: str) -> CompilePolicy:
@@ -121,6 +122,7 @@ def parse_compile_request(raw: object, *, name: str) -> str:
 def apply_compile_request(policy: CompilePolicy, requested: str, *, device: str,
                           requested_from: str = "EZPZ_COMPILE") -> CompilePolicy:
     """The plugin's policy with the user's request applied; a backend the device cannot use raises, naming it."""
+    device = policy.device or device
     if requested == "auto" or requested == policy.backend:
         if requested != "auto":
             return attrs.evolve(policy, reason=f"requested by {requested_from}={requested}: {policy.reason}")
@@ -144,7 +146,7 @@ def apply_compile_request(policy: CompilePolicy, requested: str, *, device: str,
         backend=requested, reason=f"requested by {requested_from}={requested}: {match.reason}",
         mode=policy.mode if requested == policy.backend else None,
         options=policy.options if requested == "inductor" and policy.backend == "inductor" else {},
-        alternatives=others,
+        alternatives=others, device=policy.device,
     )
 
 
