@@ -176,3 +176,13 @@ def test_compile_is_a_decision_in_ezpz_doctor_json():
     decisions = {d["topic"]: d for d in report["decisions"]}
     assert decisions["compile"]["chosen"] == "aot_eager"
     assert "requested by EZPZ_COMPILE=aot_eager" in decisions["compile"]["reason"]
+
+
+def test_import_ezpz_loads_no_compile_or_deepspeed_module():
+    code = ("import sys, json, ezpz; print(json.dumps(sorted(m for m in sys.modules if m in WATCH)))"
+            .replace("WATCH", repr({"ezpz.compiling", "ezpz.builtin.cxx", "ezpz.integrations.deepspeed",
+                                    "ezpz_cuda.compile_policy", "ezpz_rocm.compile_policy", "ezpz_xpu.compile_policy",
+                                    "deepspeed", "triton"})))
+    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
