@@ -21,13 +21,15 @@ import torch.nn.functional as F
 
 import ezpz
 
-BLOCKS, STEPS = 40, 5
+BLOCKS, STEPS = 30, 4
+D_MODEL, HEADS, FF, LAYERS, BATCH, SEQ = 256, 4, 1024, 2, 8, 64
 
 
 def make_model() -> torch.nn.Module:
-    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
-    return torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False),
-                               torch.nn.Linear(64, 64))
+    layer = torch.nn.TransformerEncoderLayer(d_model=D_MODEL, nhead=HEADS, dim_feedforward=FF, dropout=0.0,
+                                             batch_first=True)
+    return torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=LAYERS, enable_nested_tensor=False),
+                               torch.nn.Linear(D_MODEL, D_MODEL))
 
 
 def main() -> None:
@@ -43,7 +45,7 @@ def main() -> None:
         "hand": models["hand"] if policy.backend == "none" else torch.compile(models["hand"], backend=policy.backend),
     }
     opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in models.items()}
-    x, y = torch.randn(8, 32, 64), torch.randn(8, 32, 64)
+    x, y = torch.randn(BATCH, SEQ, D_MODEL), torch.randn(BATCH, SEQ, D_MODEL)
 
     def step(name: str) -> None:
         loss = F.mse_loss(runners[name](x), y)
@@ -76,6 +78,8 @@ def main() -> None:
         eager_vs_rt.append(got["eager"] / got["rt"])
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     print(f"compiled transformer step on {rt.device}: compile decision {policy.label!r} ({policy.reason})")
+    print(f"model: {LAYERS}-layer transformer encoder, d_model {D_MODEL}, {HEADS} heads, ff {FF}; batch {BATCH}x{SEQ}; "
+          f"SGD; torch threads {torch.get_num_threads()}")
     print(f"first step of all three (compiling) {compile_s:.1f} s; {BLOCKS} rotating blocks x {STEPS} steps")
     print(f"eager step (median)                              {med['eager']:9.3f} ms")
     print(f"hand-written torch.compile step (median)         {med['hand']:9.3f} ms")
