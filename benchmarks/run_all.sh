@@ -5,3 +5,4 @@ cd "$(dirname "$0")"
 for b in bench_import.py bench_setup.py bench_train_step.py bench_torchrun_setup.py; do
   echo "== $b"; python "$b"; echo
 done
+echo "== bench_compile.py"; python bench_compile.py; echo

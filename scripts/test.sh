@@ -18,6 +18,9 @@ for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
 # torch is pinned by constraints.txt (an unpinned torch would pull GB of CUDA wheels).
 $PY -m pip install -q -c constraints.txt "torch==2.13.0" setuptools pytest hypothesis pytest-timeout mkdocs
 $PY -m pip install -q -c constraints.txt --no-build-isolation -e . "${present[@]/#/-e}"
+# DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
+# torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
+DS_BUILD_OPS=0 $PY -m pip install -q -c constraints.txt --no-build-isolation "deepspeed==0.19.8"
 
 status=0
 run() { echo; echo "=== $* ==="; "$@" || status=1; }

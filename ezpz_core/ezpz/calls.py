@@ -23,6 +23,7 @@ from ezpz.errors import ConfigError, PluginError, PluginTimeoutError
 from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 if TYPE_CHECKING:
+    from ezpz.compiling import CompilePolicy
     from ezpz.plugins import PluginHost
     from ezpz.runtime import Runtime
 
@@ -125,6 +126,11 @@ class Hooks:
 
     def profiling(self, device: DeviceCandidate, build: TorchBuild) -> tuple[str, ProfilingSupport] | None:
         return self._first("ezpz_profiling", {"device": device, "build": build}, ProfilingSupport)
+
+    def compile_policy(self, device: DeviceCandidate, build: TorchBuild) -> tuple[str, CompilePolicy] | None:
+        from ezpz.compiling import CompilePolicy
+
+        return self._first("ezpz_compile_policy", {"device": device, "build": build}, CompilePolicy)
 
     def detect_launch_env(self, environ: Mapping[str, str]) -> tuple[str, LaunchEnv] | None:
         return self._first("ezpz_detect_launch_env", {"environ": environ}, LaunchEnv)

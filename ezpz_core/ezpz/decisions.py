@@ -139,6 +139,7 @@ class SetupPlan:
     amp: AmpPolicy
     profiling: ProfilingSupport
     timeout_s: float
+    compile: Any = None  # ezpz.compiling.CompilePolicy; None only in plans built by hand
 
 
 @frozen(kw_only=True)

@@ -75,6 +75,7 @@ def _plugin_rows(host: PluginHost) -> tuple[dict[str, Any], ...]:
 def plan(
     *, device: str | None = None, backend: str | None = None, precision: str | None = None,
     timeout: float | None = None, environ: Mapping[str, str] | None = None, build: TorchBuild | None = None,
+    compile: str | None = None,
 ) -> tuple[SetupPlan, Explanation]:
     """Decide everything ``setup()`` would, with no side effects. ``ezpz doctor`` prints this.
 
@@ -88,19 +89,20 @@ def plan(
     if _host_error is not None:
         raise _host_error
     env = os.environ if environ is None else environ
-    settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)
+    settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout,
+                                     compile=compile)
     the_plan = plan_setup(Hooks(_host), settings, env, build or probe_torch_build())
     return the_plan, explain_plan(the_plan, settings, _plugin_rows(_host))
 
 
 def setup(
     *, device: str | None = None, backend: str | None = None, precision: str | None = None,
-    timeout: float | None = None,
+    timeout: float | None = None, compile: str | None = None,
 ) -> Runtime:
     """Detect the launch environment, choose device, backend and precision, and start the process group.
 
     Keyword arguments override ``EZPZ_DEVICE``, ``EZPZ_BACKEND``,
-    ``EZPZ_PRECISION`` and ``EZPZ_TIMEOUT``. Calling ``setup()`` again returns
+    ``EZPZ_PRECISION``, ``EZPZ_TIMEOUT`` and ``EZPZ_COMPILE``. Calling ``setup()`` again returns
     the same runtime; calling it with different overrides raises.
     ``torch.distributed.init_process_group`` runs only when world size > 1.
     """
@@ -115,7 +117,8 @@ def setup(
     if _host_error is not None:
         raise _host_error
     env = os.environ
-    settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)
+    settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout,
+                                     compile=compile)
     if _runtime is not None:
         if settings != _runtime_settings:
             raise SetupError(
@@ -132,11 +135,17 @@ def setup(
                     ignored=", ".join(the_plan.launch.ignored), why=the_plan.launch.sources.get("ignored", ""))
 
     actions = hooks.before_init(the_plan)
-    for plugin, action in actions:
+    for i, (plugin, action) in enumerate(actions):
+        kept: list[str] = []
         for key, value in action.env_defaults.items():
             if key not in os.environ:
                 os.environ[key] = value
                 _applied_env[key] = value
+            elif os.environ[key] != value and key not in _applied_env:
+                kept.append(f"{key}={os.environ[key]} set by the user was kept (the plugin proposed {value})")
+        if kept:
+            actions[i] = (plugin, attrs.evolve(action, reason=f"{action.reason}; {'; '.join(kept)}"))
+            action = actions[i][1]
         log.info("lifecycle", plugin=plugin, action=action.reason, env_defaults=dict(action.env_defaults))
 
     import torch

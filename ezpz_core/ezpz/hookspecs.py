@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.runtime import Runtime
@@ -110,6 +111,28 @@ def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv | None:
         (:func:`ezpz.launch.resolve_rendezvous`).
 
     .. versionadded:: 0.1
+    """
+
+
+@hookspec(firstresult=True)
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    """Say how ``torch.compile`` should run on ``device``: backend, mode, options, and why.
+
+    First result. Answer only for a device your plugin offered. List the
+    backends in your order of preference as :class:`~ezpz.compiling.CompileOption`
+    records (``inductor``, ``aot_eager``; each available or not, with the
+    reason) and call :func:`ezpz.compiling.choose_compile`, so the rejected
+    ones are kept for ``ezpz doctor``. Decide from recorded facts (compute
+    capability, torch version, a compiler found); import vendor modules only
+    inside the hook. The core applies ``EZPZ_COMPILE``/``setup(compile=)``
+    afterwards and raises, naming the device, when a requested backend is
+    unavailable. Without any answer the core does not compile.
+
+    :param device: The chosen device candidate.
+    :param build: The installed torch's build facts.
+    :return: A :class:`~ezpz.compiling.CompilePolicy`, or None.
+
+    .. versionadded:: 0.2
     """
 
 

@@ -66,8 +66,18 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     profiling = prof_answer[1] if prof_answer else ProfilingSupport(
         activities=("CPU",), reason=f"no plugin described profiling for {cand.device_type}; CPU activity only"
     )
+    compile_policy = _compile_policy(hooks, cand, build, settings)
     return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
-                     timeout_s=settings.timeout_s)
+                     timeout_s=settings.timeout_s, compile=compile_policy)
+
+
+def _compile_policy(hooks: Hooks, cand: DeviceCandidate, build: TorchBuild, settings: SetupSettings):  # type: ignore[no-untyped-def]
+    """The plugin's torch.compile answer (or "none" when nobody answers), with the user's request applied."""
+    from ezpz.compiling import apply_compile_request, no_compile_answer
+
+    answer = hooks.compile_policy(cand, build)
+    policy = answer[1] if answer else no_compile_answer(cand.label)
+    return apply_compile_request(policy, settings.compile, device=cand.label, requested_from=settings.compile_from)
 
 
 def _no_launch_fix(hooks: Hooks) -> str:
@@ -108,6 +118,20 @@ def _with_plugin(record, plugin: str):  # type: ignore[no-untyped-def]
     return evolve(record, plugin=plugin)
 
 
+def _compile_decision(plan: SetupPlan) -> tuple[Decision, ...]:
+    from ezpz.facts import Alternative
+
+    policy = plan.compile
+    if policy is None:
+        return ()
+    alts = [Alternative(name=o.backend, reason=("available: " if o.available else "unavailable: ") + o.reason)
+            for o in policy.alternatives]
+    details: dict[str, object] = {}
+    if policy.options:
+        details["options"] = dict(policy.options)
+    return (Decision(topic="compile", chosen=policy.label, reason=policy.reason, alternatives=alts, details=details),)
+
+
 def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mapping[str, object], ...] = ()) -> Explanation:
     launch, dev, cand = plan.launch, plan.device, plan.device.candidate
     launch_details = {k: f"{getattr(launch, k)} (from {v})" for k, v in launch.sources.items()}
@@ -136,6 +160,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
                  reason=amp.reason, alternatives=amp.alternatives, details={"tf32": amp.tf32_reason}),
         Decision(topic="profiling", chosen=f"activities {','.join(plan.profiling.activities)}; "
                  f"ranges {plan.profiling.marker or 'torch record_function only'}", reason=plan.profiling.reason),
+        *_compile_decision(plan),
         Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
     )
     return Explanation(decisions=decisions, plugins=plugins)

@@ -146,6 +146,27 @@ class Runtime:
 
             dist.barrier()
 
+    def compile(self, model: Any, **overrides: Any) -> Any:
+        """``torch.compile`` with this device's policy (``explain()["compile"]``); ``model`` itself when it is none.
+
+        Keyword arguments go to ``torch.compile`` and win over the policy
+        (``backend=``, ``mode=``, ``fullgraph=``, ``dynamic=`` ...).
+        """
+        from ezpz.compiling import compile_model, no_compile_answer
+
+        policy = self.plan.compile or no_compile_answer(self.device_type)
+        return compile_model(model, policy, **overrides)
+
+    def deepspeed_config(self, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A DeepSpeed config whose ``bf16``/``fp16`` sections follow this device's AMP policy.
+
+        Everything ``base`` sets is kept; a precision section that asks for a
+        dtype this device cannot do raises, naming the key. See ``docs/deepspeed.md``.
+        """
+        from ezpz.integrations.deepspeed import deepspeed_config
+
+        return deepspeed_config(self.plan, base)
+
     def explain(self) -> Explanation:
         """Every candidate considered, chosen or rejected, with its reason. ``str()`` it to read it."""
         return self.explanation

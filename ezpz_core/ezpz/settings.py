@@ -87,6 +87,8 @@ class SetupSettings(NamedTuple):
     timeout_s: float = DEFAULT_TIMEOUT_S
     timeout_from: str = "default"
     log_all_ranks: bool = False
+    compile: str = "auto"
+    compile_from: str = "EZPZ_COMPILE"
 
     @classmethod
     def resolve(
@@ -97,6 +99,7 @@ class SetupSettings(NamedTuple):
         backend: str | None = None,
         precision: str | None = None,
         timeout: float | None = None,
+        compile: str | None = None,
     ) -> SetupSettings:
         env_device, device_var = _first(environ, "EZPZ_DEVICE", "TORCH_DEVICE")
         env_backend, backend_var = _first(environ, "EZPZ_BACKEND", "TORCH_BACKEND")
@@ -116,6 +119,11 @@ class SetupSettings(NamedTuple):
             timeout_s, timeout_from = _timeout(environ["EZPZ_TIMEOUT"], "EZPZ_TIMEOUT"), "EZPZ_TIMEOUT"
         else:
             timeout_s, timeout_from = DEFAULT_TIMEOUT_S, "default"
+        compile_from = "setup(compile=...)" if compile is not None else "EZPZ_COMPILE"
+        compile_raw = compile if compile is not None else environ.get("EZPZ_COMPILE", "auto")
+        from ezpz.compiling import parse_compile_request
+
+        compile_request = parse_compile_request(compile_raw, name=compile_from)
         return cls(
             device=device if device is not None else env_device,
             device_from="setup(device=...)" if device is not None else device_var,
@@ -126,6 +134,8 @@ class SetupSettings(NamedTuple):
             timeout_s=timeout_s,
             timeout_from=timeout_from,
             log_all_ranks=parse_bool(environ, "EZPZ_LOG_ALL_RANKS"),
+            compile=compile_request,
+            compile_from=compile_from,
         )
 
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ezpz import hookimpl
 
 if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
-    from ezpz.decisions import AmpPolicy, BackendChoice, PrecisionOption, ProfilingSupport
+    from ezpz.compiling import CompilePolicy
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, PrecisionOption, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.builtin.cpu_facts import CpuFacts
 
@@ -127,3 +128,28 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
     from ezpz.decisions import ProfilingSupport
 
     return ProfilingSupport(activities=("CPU",), reason="CPU profiler activity; ranges via torch record_function under the profiler")
+
+
+@hookimpl(trylast=True)
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    """Inductor when the C++ compiler Inductor would use runs (probed once per process), else aot_eager."""
+    if not isinstance(device.facts, CpuFacts):
+        return None
+    from ezpz.builtin.cxx import cpu_compile_options, probe_cxx
+    from ezpz.compiling import choose_compile
+
+    return choose_compile(cpu_compile_options(build, probe_cxx()), device="cpu")
+
+
+#: DeepSpeed's accelerator name for this device (deepspeed/accelerator/real_accelerator.py).
+DS_ACCELERATOR = "cpu"
+
+
+@hookimpl(trylast=True)
+def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
+    """Tell DeepSpeed to use its CPU accelerator instead of guessing (``DS_ACCELERATOR=cpu``)."""
+    if not isinstance(plan.device.candidate.facts, CpuFacts):
+        return None
+    from ezpz.integrations.deepspeed import with_ds_accelerator
+
+    return with_ds_accelerator(None, DS_ACCELERATOR, "CPU")

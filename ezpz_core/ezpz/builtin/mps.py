@@ -6,6 +6,11 @@ Recorded facts (public sources):
   huggingface/accelerate#3373), so fp16 *training* needs 2.8.
 - bf16 autocast on MPS arrived in torch 2.6 (pytorch/pytorch#139390) and needs
   macOS 14 (Sonoma) or later (pytorch/pytorch#119641, Apple MPSDataType docs).
+- torch.compile: the default ``inductor`` backend did not support MPS before
+  ``MPSInductor`` (Metal code generation) shipped in torch 2.8 (PyTorch 2.8
+  release notes, MPS section: "MPSInductor: torch.compile for Apple GPUs",
+  pytorch/pytorch#150121); before that the advice was
+  ``torch.compile(m, backend="aot_eager")`` (discuss.pytorch.org/t/192079).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from ezpz import hookimpl
 
 if TYPE_CHECKING:  # imported in the hook bodies to keep `import ezpz` cheap
-    from ezpz.decisions import AmpPolicy, BackendChoice, PrecisionOption, ProfilingSupport
+    from ezpz.compiling import CompileOption, CompilePolicy
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, PrecisionOption, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.builtin.mps_facts import MpsFacts
 
@@ -124,3 +130,42 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 
     return ProfilingSupport(activities=("CPU",), memory_stats=memory_stats,
                             reason="the torch profiler records MPS work under the CPU activity; memory from torch.mps")
+
+
+MPS_INDUCTOR_FROM = (2, 8)
+#: DeepSpeed's accelerator name for Apple GPUs (deepspeed/accelerator/real_accelerator.py).
+DS_ACCELERATOR = "mps"
+
+
+def mps_compile_options(build: TorchBuild) -> list[CompileOption]:
+    """Inductor from torch 2.8 (MPSInductor); before it, aot_eager."""
+    from ezpz.compiling import CompileOption
+
+    if build.at_least(*MPS_INDUCTOR_FROM):
+        inductor = CompileOption(backend="inductor", available=True,
+                                 reason=f"MPSInductor generates Metal kernels (torch 2.8+, have {build.version})")
+    else:
+        inductor = CompileOption(backend="inductor", available=False,
+                                 reason=f"the inductor backend does not support MPS before torch 2.8's MPSInductor "
+                                        f"(have {build.version})")
+    return [inductor, CompileOption(backend="aot_eager", available=True,
+                                    reason="AOTAutograd with eager MPS kernels")]
+
+
+@hookimpl(trylast=True)
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    if not isinstance(device.facts, MpsFacts):
+        return None
+    from ezpz.compiling import choose_compile
+
+    return choose_compile(mps_compile_options(build), device="mps")
+
+
+@hookimpl(trylast=True)
+def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
+    """Tell DeepSpeed to use its MPS accelerator instead of guessing (``DS_ACCELERATOR=mps``)."""
+    if not isinstance(plan.device.candidate.facts, MpsFacts):
+        return None
+    from ezpz.integrations.deepspeed import with_ds_accelerator
+
+    return with_ds_accelerator(None, DS_ACCELERATOR, "MPS")

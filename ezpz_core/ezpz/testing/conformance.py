@@ -40,6 +40,7 @@ import pluggy
 from attrs import field, frozen
 
 from ezpz import hookspecs
+from ezpz.compiling import CompilePolicy
 from ezpz.decisions import (
     AmpPolicy,
     BackendChoice,
@@ -80,6 +81,7 @@ HOOK_RETURNS: dict[str, type | None] = {
     "ezpz_select_backend": BackendChoice,
     "ezpz_amp_policy": AmpPolicy,
     "ezpz_profiling": ProfilingSupport,
+    "ezpz_compile_policy": CompilePolicy,
     "ezpz_detect_launch_env": LaunchEnv,
     "ezpz_before_init": LifecycleAction,
     "ezpz_after_setup": None,  # return value ignored
@@ -469,6 +471,7 @@ def _exercise(
             caller.call("ezpz_amp_policy", f"{label}, {dtype}", {"device": cand, "build": build, "requested": dtype},
                         must_answer=True, config_error_ok=True)
         prof = caller.call("ezpz_profiling", label, {"device": cand, "build": build})
+        caller.call("ezpz_compile_policy", label, {"device": cand, "build": build})
         plan = _synthetic_plan(cand, build, _PAIR, backend, amp, prof)
         caller.call("ezpz_before_init", label, {"plan": plan})
         if caller.has("ezpz_after_setup"):
@@ -479,6 +482,7 @@ def _exercise(
                 {"device": _FOREIGN, "build": build, "launch": _SINGLE, "requested": None}, must_be_none=True)
     caller.call("ezpz_amp_policy", foreign, {"device": _FOREIGN, "build": build, "requested": "auto"}, must_be_none=True)
     caller.call("ezpz_profiling", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
+    caller.call("ezpz_compile_policy", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
     foreign_plan = _synthetic_plan(_FOREIGN, build, _SINGLE, None, None, None)
     caller.call("ezpz_before_init", foreign, {"plan": foreign_plan})
     if caller.has("ezpz_after_setup"):

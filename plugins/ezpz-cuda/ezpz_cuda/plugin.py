@@ -15,12 +15,14 @@ from ezpz import hookimpl
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz_cuda.facts import CudaFacts
 
 __all__ = [
     "ezpz_amp_policy",
+    "ezpz_compile_policy",
     "ezpz_before_init",
     "ezpz_probe_devices",
     "ezpz_profiling",
@@ -187,16 +189,47 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
-    """Sets nothing; says so only when the probe had to initialise CUDA (a fork hazard)."""
+    """``DS_ACCELERATOR=cuda`` for DeepSpeed; also says when the probe had to initialise CUDA (a fork hazard)."""
     if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
         return None
     from ezpz.decisions import LifecycleAction
     from ezpz_cuda.facts import CudaFacts
 
+    from ezpz.integrations.deepspeed import with_ds_accelerator
+    from ezpz_cuda.compile_policy import DS_ACCELERATOR
+
     facts = plan.device.candidate.facts
-    if not isinstance(facts, CudaFacts) or facts.probe != "torch":
+    if not isinstance(facts, CudaFacts):
         return None
-    return LifecycleAction(
-        reason="CUDA was initialised while probing devices (NVML was not usable): subprocesses forked from here "
-        "cannot use CUDA, so start CUDA workers with the 'spawn' method, or install ezpz-cuda[nvml]",
-    )
+    said = None
+    if facts.probe == "torch":
+        said = LifecycleAction(
+            reason="CUDA was initialised while probing devices (NVML was not usable): subprocesses forked from here "
+            "cannot use CUDA, so start CUDA workers with the 'spawn' method, or install ezpz-cuda[nvml]",
+        )
+    return with_ds_accelerator(said, DS_ACCELERATOR, "CUDA")
+
+
+def triton_found() -> bool:
+    """Whether a ``triton`` package is installed (found, not imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@hookimpl
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    """Inductor when Triton is installed and every visible GPU is compute capability 7.0+, else aot_eager."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
+    from ezpz.compiling import choose_compile
+    from ezpz_cuda import compile_policy, policy
+    from ezpz_cuda.facts import CudaFacts
+
+    if not isinstance(device.facts, CudaFacts):
+        return None
+    options = compile_policy.compile_options(device.facts.weakest, build, triton_found=triton_found())
+    return choose_compile(options, device=policy.device_label(device.facts))

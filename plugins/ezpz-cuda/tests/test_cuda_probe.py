@@ -152,7 +152,9 @@ def test_recorded_h100_memory_stats_are_a_flat_mapping(record, monkeypatch):
     }
 
 
-def test_before_init_is_silent_when_nvml_probed(record):
+def test_before_init_only_names_deepspeeds_accelerator_when_nvml_probed(record):
     record(rec.node(rec.H100_SXM5_80GB, 1), rec.TORCH_2_13_CU130)
     plan, _ = plan_with({}, rec.TORCH_2_13_CU130)
-    assert plugin.ezpz_before_init(plan=plan) is None
+    action = plugin.ezpz_before_init(plan=plan)
+    assert dict(action.env_defaults) == {"DS_ACCELERATOR": "cuda"}
+    assert "spawn" not in action.reason and "DS_ACCELERATOR=cuda" in action.reason

@@ -239,7 +239,7 @@ def test_recorded_without_nvml_probes_through_torch_and_says_so(record, unrecord
     from ezpz_cuda.plugin import ezpz_before_init
 
     note = ezpz_before_init(plan=plan)
-    assert note is not None and "spawn" in note.reason and not note.env_defaults
+    assert note is not None and "spawn" in note.reason and dict(note.env_defaults) == {"DS_ACCELERATOR": "cuda"}
 
 
 def test_recorded_heterogeneous_node_uses_the_weakest_gpu_and_warns_about_order(record):

@@ -14,11 +14,13 @@ from ezpz import hookimpl
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
     "ezpz_amp_policy",
+    "ezpz_compile_policy",
     "ezpz_before_init",
     "ezpz_probe_devices",
     "ezpz_profiling",
@@ -142,13 +144,40 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
-    """Turn TunableOp on (``PYTORCH_TUNABLEOP_ENABLED=1``) only when the user opted in with ``EZPZ_ROCM_TUNABLEOP``."""
+    """``DS_ACCELERATOR=cuda`` for DeepSpeed; TunableOp (``PYTORCH_TUNABLEOP_ENABLED=1``) only when the user opted in."""
     if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
         return None
+    from ezpz.integrations.deepspeed import with_ds_accelerator
     from ezpz_rocm import policy
+    from ezpz_rocm.compile_policy import DS_ACCELERATOR
     from ezpz_rocm.facts import RocmFacts
 
     facts = plan.device.candidate.facts
     if not isinstance(facts, RocmFacts):
         return None
-    return policy.tunableop_action(facts)
+    return with_ds_accelerator(policy.tunableop_action(facts), DS_ACCELERATOR, "CUDA (HIP)")
+
+
+def triton_found() -> bool:
+    """Whether a ``triton`` package (``pytorch-triton-rocm``) is installed: found, not imported."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@hookimpl
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    """Inductor (Triton's AMD backend) on a ROCm build of torch 2.0+ with Triton installed, else aot_eager."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
+    from ezpz.compiling import choose_compile
+    from ezpz_rocm import compile_policy, policy
+    from ezpz_rocm.facts import RocmFacts
+
+    if not isinstance(device.facts, RocmFacts):
+        return None
+    label = policy.device_label(device.facts)
+    return choose_compile(compile_policy.compile_options(build, label, triton_found=triton_found()), device=label)

@@ -52,7 +52,7 @@ def test_plugin_is_loaded_through_its_entry_point() -> None:
     record = ezpz.hooks.get_plugin_host().records["rocm"]
     assert record.status == "loaded" and record.target == "ezpz_rocm.plugin" and not record.builtin
     assert set(record.hooks) == {"ezpz_probe_devices", "ezpz_select_backend", "ezpz_amp_policy", "ezpz_profiling",
-                                 "ezpz_before_init"}
+                                 "ezpz_before_init", "ezpz_compile_policy"}
     assert record.distribution == ("ezpz-rocm", importlib.metadata.version("ezpz-rocm"))
 
 
@@ -178,7 +178,7 @@ def test_recorded_mi300x_more_local_ranks_than_gpus_is_an_error(use_amdsmi) -> N
 def test_recorded_mi300x_tunableop_is_off_unless_opted_in(use_amdsmi) -> None:
     use_amdsmi("mi300x")
     p = plan(torchrun_env(local_rank=0, local_world_size=8))
-    assert "rocm" not in before_init(p)
+    assert dict(before_init(p)["rocm"].env_defaults) == {"DS_ACCELERATOR": "cuda"}
     assert p.device.candidate.details["tunableop"].startswith("off (opt in with EZPZ_ROCM_TUNABLEOP=1)")
 
 
@@ -187,14 +187,15 @@ def test_recorded_mi300x_tunableop_opt_in_sets_the_env_default(use_amdsmi, value
     use_amdsmi("mi300x")
     p = plan(torchrun_env(local_rank=0, local_world_size=8, EZPZ_ROCM_TUNABLEOP=value))
     action = before_init(p)["rocm"]
-    assert dict(action.env_defaults) == {"PYTORCH_TUNABLEOP_ENABLED": "1"}
+    assert dict(action.env_defaults) == {"PYTORCH_TUNABLEOP_ENABLED": "1", "DS_ACCELERATOR": "cuda"}
     assert "EZPZ_ROCM_TUNABLEOP=1" in action.reason and "ROCm 5.4" in action.reason
 
 
 @pytest.mark.parametrize("value", ["0", "off", ""])
 def test_recorded_mi300x_tunableop_explicitly_off(use_amdsmi, value: str) -> None:
     use_amdsmi("mi300x")
-    assert "rocm" not in before_init(plan({"EZPZ_ROCM_TUNABLEOP": value}))
+    action = before_init(plan({"EZPZ_ROCM_TUNABLEOP": value}))["rocm"]
+    assert "PYTORCH_TUNABLEOP_ENABLED" not in action.env_defaults
 
 
 def test_recorded_mi300x_bad_tunableop_value_names_the_variable(use_amdsmi) -> None:

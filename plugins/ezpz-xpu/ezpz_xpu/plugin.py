@@ -16,11 +16,13 @@ from ezpz import hookimpl
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
     "ezpz_amp_policy",
+    "ezpz_compile_policy",
     "ezpz_before_init",
     "ezpz_probe_devices",
     "ezpz_profiling",
@@ -161,7 +163,43 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     if plan.backend.name == "gloo" and plan.launch.distributed:
         log.warning("xpu_backend_fallback", backend="gloo", reason=plan.backend.reason)
         said.append("collectives fall back to gloo (CPU tensors only): " + plan.backend.reason)
-    return LifecycleAction(reason="; ".join(said))
+    from ezpz.integrations.deepspeed import with_ds_accelerator
+    from ezpz_xpu.compile_policy import DS_ACCELERATOR
+
+    return with_ds_accelerator(LifecycleAction(reason="; ".join(said)), DS_ACCELERATOR, "XPU")
+
+
+def host_platform() -> str:
+    """``sys.platform`` (``"linux"``, ``"win32"``)."""
+    import sys
+
+    return sys.platform
+
+
+def triton_found() -> bool:
+    """Whether a ``triton`` package (``pytorch-triton-xpu``) is installed: found, not imported."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@hookimpl
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    """Inductor where this torch supports XPU on this OS (Linux 2.4+, Windows 2.7+) with Triton, else aot_eager."""
+    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
+        return None
+    from ezpz.compiling import choose_compile
+    from ezpz_xpu import compile_policy, policy
+    from ezpz_xpu.facts import XpuFacts
+
+    if not isinstance(device.facts, XpuFacts):
+        return None
+    label = policy.device_label(device.facts)
+    options = compile_policy.compile_options(build, label, platform=host_platform(), triton_found=triton_found())
+    return choose_compile(options, device=label)
 
 
 def _itt_push(name: str) -> Any:

@@ -1,0 +1,111 @@
+"""torch.compile on CPU: Inductor's C++ backend needs a working C++ compiler.
+
+Recorded facts (public sources, torch 2.13 source):
+- Inductor's CPU code generation compiles C++; the compiler it uses is
+  ``$CXX``, else ``g++`` (``clang++`` on macOS), and on Windows ``$CXX`` else
+  ``cl`` (``torch/_inductor/config.py`` ``cpp.cxx``;
+  ``torch/_inductor/cpp_builder.py`` ``get_cpp_compiler``). It accepts the
+  first candidate for which ``<cxx> --version`` runs, and raises
+  ``InvalidCxxCompiler`` otherwise (``cpp_compiler_search``).
+- TorchInductor on Windows arrived in torch 2.5 (PyTorch 2.5 release blog,
+  https://pytorch.org/blog/pytorch2-5/, "TorchInductor on Windows").
+- ``aot_eager`` (AOTAutograd with eager kernels) needs no compiler
+  (https://docs.pytorch.org/docs/stable/torch.compiler.html).
+
+The probe runs ``<cxx> --version`` once per process (cached) with a timeout,
+exactly the test torch applies; the policy is a pure function of its result.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+if TYPE_CHECKING:
+    from ezpz.compiling import CompileOption
+    from ezpz.facts import TorchBuild
+
+__all__ = ["CxxFacts", "cpu_compile_options", "default_cxx", "probe_cxx"]
+
+PROBE_TIMEOUT_S = 10.0
+WINDOWS_INDUCTOR_FROM = (2, 5)
+COMPILE_FROM = (2, 0)
+
+
+@frozen(kw_only=True)
+class CxxFacts:
+    """What the C++ compiler probe saw. ``path`` is None when nothing runnable was found; ``error`` says why."""
+
+    compiler: str
+    platform: str
+    path: str | None = None
+    version: str | None = None
+    error: str | None = None
+
+    @property
+    def works(self) -> bool:
+        return self.path is not None and self.error is None
+
+
+def default_cxx(environ: Mapping[str, str], platform: str) -> str:
+    """The compiler Inductor would use: ``$CXX``, else ``cl`` (Windows), ``clang++`` (macOS), ``g++``."""
+    cxx = environ.get("CXX", "").strip()
+    if cxx:
+        return cxx
+    return "cl" if platform == "win32" else "clang++" if platform == "darwin" else "g++"
+
+
+@functools.lru_cache(maxsize=8)
+def _run_version(compiler: str, platform: str) -> CxxFacts:
+    path = shutil.which(compiler)
+    if path is None:
+        return CxxFacts(compiler=compiler, platform=platform, error=f"{compiler!r} was not found on PATH")
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                             stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        return CxxFacts(compiler=compiler, platform=platform, path=path,
+                        error=f"running {path} --version failed: {type(err).__name__}: {err}")
+    if out.returncode != 0 and platform != "win32":  # MSVC's cl prints its banner and exits non-zero
+        return CxxFacts(compiler=compiler, platform=platform, path=path,
+                        error=f"{path} --version exited with status {out.returncode}")
+    first = (out.stdout or out.stderr).strip().splitlines()
+    return CxxFacts(compiler=compiler, platform=platform, path=path, version=first[0] if first else None)
+
+
+def probe_cxx(environ: Mapping[str, str] | None = None, platform: str | None = None) -> CxxFacts:
+    """Find the compiler Inductor would use and check it runs (once per process per compiler)."""
+    plat = platform or sys.platform
+    return _run_version(default_cxx(os.environ if environ is None else environ, plat), plat)
+
+
+def cpu_compile_options(build: TorchBuild, cxx: CxxFacts) -> list[CompileOption]:
+    """Inductor when torch has torch.compile here and the C++ compiler works; else aot_eager."""
+    from ezpz.compiling import CompileOption
+
+    if not build.at_least(*COMPILE_FROM):
+        why = f"torch.compile arrived in torch 2.0 (have {build.version})"
+        return [CompileOption(backend="inductor", available=False, reason=why),
+                CompileOption(backend="aot_eager", available=False, reason=why),
+                CompileOption(backend="none", available=True, reason=f"not compiling: {why}")]
+    if cxx.platform == "win32" and not build.at_least(*WINDOWS_INDUCTOR_FROM):
+        inductor = CompileOption(backend="inductor", available=False,
+                                 reason=f"TorchInductor on Windows needs torch 2.5+ (have {build.version})")
+    elif cxx.works:
+        inductor = CompileOption(backend="inductor", available=True,
+                                 reason=f"Inductor's C++ backend with {cxx.path} ({cxx.version or 'version unknown'})")
+    else:
+        inductor = CompileOption(
+            backend="inductor", available=False,
+            reason=f"Inductor's CPU backend needs a working C++ compiler: {cxx.error} "
+                   "(install g++ or clang++, or point CXX at one)",
+        )
+    return [inductor, CompileOption(backend="aot_eager", available=True,
+                                    reason="AOTAutograd with eager kernels needs no C++ compiler")]

@@ -1,0 +1,1 @@
+"""Integrations with frameworks that read ezpz's decisions (DeepSpeed); each imports its framework lazily."""
