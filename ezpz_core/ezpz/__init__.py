@@ -19,7 +19,7 @@ hookimpl = pluggy.HookimplMarker("ezpz")
 """Marker for plugin hook implementations: ``@ezpz.hookimpl``."""
 
 from ezpz import hooks  # noqa: E402  (needs hookimpl defined for the built-ins)
-from ezpz._log import get_logger  # noqa: E402  (rank-aware; never configures logging)
+from ezpz.log import get_logger  # noqa: E402  (stdlib logger; attaches output on first use, not at import)
 
 __all__ = ["__version__", "get_logger", "hookimpl", "hooks"]
 
