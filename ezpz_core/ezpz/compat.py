@@ -138,10 +138,22 @@ def _layout() -> _Layout:
 
 
 def _plan() -> SetupPlan:
-    """What setup() would decide now; cached while the environment is unchanged."""
+    """What setup() would decide now; cached while the environment is unchanged.
+
+    With a partial launcher environment (``RANK`` alone) the device and
+    backend are planned as for one process, so the getters still answer as
+    the original's did; ``setup_torch()`` itself still refuses that environment.
+    """
+    from ezpz.errors import LaunchEnvError
+
     key = (id(hooks.get_plugin_host()), tuple(sorted(os.environ.items())))
     if _state["plan_key"] != key:
-        _state["plan"], _state["plan_key"] = hooks.plan()[0], key
+        try:
+            found = hooks.plan()[0]
+        except LaunchEnvError:
+            partial = set(_PARTIAL_RANK + _PARTIAL_WORLD + _PARTIAL_LOCAL)
+            found = hooks.plan(environ={k: v for k, v in os.environ.items() if k not in partial})[0]
+        _state["plan"], _state["plan_key"] = found, key
     return _state["plan"]
 
 
