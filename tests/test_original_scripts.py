@@ -20,6 +20,7 @@ from conftest import clean_env, need_tool
 
 SCRIPTS = Path(__file__).parent / "scripts" / "original_style"
 HELLO, TRAIN = str(SCRIPTS / "hello_ranks.py"), str(SCRIPTS / "train_loop.py")
+MESH = str(SCRIPTS / "mesh_and_wrappers.py")
 STAMP = r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]"
 HELLO_INFO = re.compile(STAMP + r"\[I\]\[__main__:\d+\] hello from rank (\d+) of (\d+) on (\w+)")
 HELLO_WARN = re.compile(STAMP + r"\[W\]\[__main__:\d+\] rank (\d+) says hi")
@@ -35,7 +36,9 @@ def free_port() -> int:
 
 def rows(stdout: str) -> list[dict]:
     """One JSON object per rank; found anywhere in the text, since a launcher may merge ranks' lines."""
-    return sorted((json.loads(m) for m in re.findall(r"\{\"rank\"[^{}]*\}", stdout)), key=lambda r: r["rank"])
+    decoder = json.JSONDecoder()
+    found = [decoder.raw_decode(stdout, m.start())[0] for m in re.finditer(r'\{"rank"', stdout)]
+    return sorted(found, key=lambda r: r["rank"])
 
 
 def launch(how: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -90,3 +93,15 @@ def test_training_loop_script(how):
         assert r["wrapped"] == ("Sequential" if world == 1 else "DistributedDataParallel")
     assert STEP_INFO.findall(proc.stdout) == ["0", "1", "2"]  # rank 0 only, once per step
     assert TIMING.findall(proc.stdout) == ["0", "1", "2"]
+
+
+@pytest.mark.launcher
+def test_tensor_parallel_mesh_and_wrappers_under_torchrun():
+    """setup_torch(tensor_parallel_size=2) gives the original's layout (tp fastest) as a DeviceMesh."""
+    got = rows(launch("torchrun", MESH).stdout)
+    assert [r["rank"] for r in got] == [0, 1]
+    for r in got:
+        assert r["mesh"] == {"dp": 1, "pp": 1, "cp": 1, "tp": 2} and r["tp_sum"] == 3.0
+        assert r["broadcast"] == {"from": 0}
+        assert r["wrapped"] == {"ddp": "DistributedDataParallel", "fsdp2": "FSDPSequential",
+                                "fsdp": "refused: torch's FSDP1 refuses the CPU"}

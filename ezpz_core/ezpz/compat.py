@@ -202,7 +202,7 @@ def setup_torch(
     device, precision = kwargs.pop("device", None), kwargs.pop("precision", None)
     device_id = kwargs.pop("device_id", None)
     kwargs.pop("verbose", None)
-    sizes = {name: kwargs.pop(name, 1) or 1 for name in _PARALLEL_SIZES}
+    sizes = {name: 1 if (v := kwargs.pop(name, 1)) is None else v for name in _PARALLEL_SIZES}
     for name in [k for k in kwargs if k.endswith("_parallel_backend")]:
         if kwargs.pop(name) is not None:
             raise ConfigError(name=f"setup_torch({name}=...)", value="set", expected="None",
@@ -232,6 +232,10 @@ def setup_torch(
         _state["mesh"] = build_parallel_mesh(rt, sizes)
     if seed is not None:
         seed_everything(int(seed) + rt.rank)
+    if rt.process_group:
+        # As the original: every rank leaves setup_torch() together, so no rank can finish (and tear its
+        # transport down) while another is still connecting; seen with gloo as "Connection closed by peer".
+        rt.barrier()
     return rt.rank
 
 

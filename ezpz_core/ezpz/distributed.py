@@ -284,6 +284,13 @@ def wrap_model_for_fsdp(model: Any, dtype: str = "bfloat16", device_id: int | No
 
     param = _torch_dtype(dtype)
     rt = hooks.get_runtime()
+    kind = rt.device_type if rt is not None else get_torch_device_type()
+    if kind == "cpu":
+        from ezpz.errors import UnavailableError
+
+        raise UnavailableError(name="wrap_model_for_fsdp(device)", value=kind, expected="an accelerator device",
+                               fix="torch's FSDP1 refuses the CPU: use ezpz.wrap_model_for_fsdp2 (FSDP2 works on "
+                               "the CPU) or ezpz.wrap_model_for_ddp")
     if device_id is None and rt is not None and rt.device.index is not None:
         device_id = rt.device.index
     kwargs.setdefault("mixed_precision", MixedPrecision(param_dtype=param, reduce_dtype=torch.float32,
