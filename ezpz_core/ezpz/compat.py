@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ezpz import hooks
 from ezpz.errors import ConfigError, SetupError
@@ -54,6 +54,7 @@ __all__ = [
     "cleanup",
     "get_local_rank",
     "get_node_index",
+    "get_gpus_per_node",
     "get_num_nodes",
     "get_rank",
     "get_torch_backend",
@@ -71,10 +72,46 @@ _UNSUPPORTED_FRAMEWORKS = ("deepspeed", "ds", "horovod", "hvd")
 _PARALLEL_SIZES = ("tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size")
 _DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
            "fp32": "float32", "float32": "float32"}
-_state: dict[str, Any] = {"master_port": None, "plan": None, "plan_key": None}
+_state: dict[str, Any] = {"master_port": None, "plan": None, "plan_key": None, "mesh": None}
 
 
 # -- what the getters read -----------------------------------------------------------------------
+
+
+class _Layout(NamedTuple):
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node_rank: int
+    num_nodes: int
+
+
+#: The original ezpz's per-value variable chains, read only when the launch plugins find no complete
+#: launcher environment (``RANK`` alone, say): its getters returned values there, so these do too.
+_PARTIAL_RANK = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+_PARTIAL_WORLD = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
+_PARTIAL_LOCAL = ("LOCAL_RANK", "PALS_LOCAL_RANKID", "PMIX_LOCAL_RANK", "PMI_LOCAL_RANK",
+                  "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MPICH_LOCALRANKID", "SLURM_LOCAL_ID")
+
+
+def _first_int(names: tuple[str, ...], default: int) -> int:
+    for name in names:
+        raw = os.environ.get(name, "").strip()
+        if raw:
+            try:
+                return int(raw)
+            except ValueError:
+                raise ConfigError(name=name, value=raw, expected="a non-negative integer",
+                                  fix=f"unset {name} or set it to this process's number") from None
+    return default
+
+
+def _partial_layout() -> _Layout:
+    """What the original's getters read from an incomplete launcher environment (setup_torch still refuses it)."""
+    rank, world = _first_int(_PARTIAL_RANK, 0), _first_int(_PARTIAL_WORLD, 1)
+    local = _first_int(_PARTIAL_LOCAL, 0 if world <= 1 else rank % world)
+    return _Layout(rank, local, world, world, 0, 1)
 
 
 def _launch() -> LaunchEnv:
@@ -89,11 +126,34 @@ def _launch() -> LaunchEnv:
     return found[1] if found else LaunchEnv(launcher="single", reason="no launch-environment plugin answered")
 
 
+def _layout() -> _Layout:
+    """Rank layout for the getters: the plan's, or the original's per-variable reading of a partial environment."""
+    from ezpz.errors import LaunchEnvError
+
+    try:
+        env = _launch()
+    except LaunchEnvError:
+        return _partial_layout()
+    return _Layout(env.rank, env.local_rank, env.world_size, env.local_world_size, env.node_rank, env.num_nodes)
+
+
 def _plan() -> SetupPlan:
-    """What setup() would decide now; cached while the environment is unchanged."""
+    """What setup() would decide now; cached while the environment is unchanged.
+
+    With a partial launcher environment (``RANK`` alone) the device and
+    backend are planned as for one process, so the getters still answer as
+    the original's did; ``setup_torch()`` itself still refuses that environment.
+    """
+    from ezpz.errors import LaunchEnvError
+
     key = (id(hooks.get_plugin_host()), tuple(sorted(os.environ.items())))
     if _state["plan_key"] != key:
-        _state["plan"], _state["plan_key"] = hooks.plan()[0], key
+        try:
+            found = hooks.plan()[0]
+        except LaunchEnvError:
+            partial = set(_PARTIAL_RANK + _PARTIAL_WORLD + _PARTIAL_LOCAL)
+            found = hooks.plan(environ={k: v for k, v in os.environ.items() if k not in partial})[0]
+        _state["plan"], _state["plan_key"] = found, key
     return _state["plan"]
 
 
@@ -124,47 +184,75 @@ def setup_torch(
 
     :param backend: A collective backend (``"nccl"``, ``"gloo"``, ``"xccl"``);
         ``"DDP"`` (older ezpz's framework name) or None lets the plugins choose.
-        An integer here is taken as ``port`` (newer ezpz's first parameter).
+        An integer here starts the newer signature ``setup_torch(port, seed, timeout, verbose)``.
     :param port: ``MASTER_PORT`` to use when the launcher set none.
     :param seed: Seed every RNG with ``seed + rank`` (see :func:`seed_everything`).
     :param timeout: Seconds to wait for every rank (default ``TORCH_DDP_TIMEOUT``,
         else ``EZPZ_TIMEOUT``, else 300).
     :param kwargs: ``device=`` and ``precision=`` go to ``setup()``; ``verbose``
-        is accepted and ignored; tensor/pipeline/context parallel sizes must be 1.
+        is accepted and ignored; ``device_id=`` is this process's device
+        ordinal (ignored on devices without ordinals, such as the CPU);
+        ``tensor_parallel_size``/``pipeline_parallel_size``/``context_parallel_size``
+        build a device mesh (see :func:`ezpz.distributed.get_device_mesh`).
     """
     if isinstance(backend, int) or (isinstance(backend, str) and backend.strip().isdigit()):
-        backend, port = None, backend if port is None else port
+        # v0.26 order: setup_torch(port, seed, timeout, verbose)
+        backend, port, seed, timeout = None, backend, port, seed  # type: ignore[assignment]
     collective = _collective(backend)
     device, precision = kwargs.pop("device", None), kwargs.pop("precision", None)
+    device_id = kwargs.pop("device_id", None)
     kwargs.pop("verbose", None)
-    for name in _PARALLEL_SIZES:
-        size = kwargs.pop(name, 1)
-        if size not in (None, 1):
-            raise ConfigError(
-                name=f"setup_torch({name}=...)", value=size, expected="1",
-                fix="tensor/pipeline/context parallel groups are not part of ezpz's compatibility layer; build them "
-                "with torch.distributed.device_mesh.init_device_mesh after setup_torch()",
-            )
+    sizes = {name: 1 if (v := kwargs.pop(name, 1)) is None else v for name in _PARALLEL_SIZES}
     for name in [k for k in kwargs if k.endswith("_parallel_backend")]:
         if kwargs.pop(name) is not None:
             raise ConfigError(name=f"setup_torch({name}=...)", value="set", expected="None",
-                              fix="per-group backends are not supported; drop the argument")
+                              fix="per-group backends are not supported: every mesh dimension uses the chosen "
+                              "backend; drop the argument")
     if kwargs:
         raise TypeError(f"setup_torch() got unexpected keyword argument(s): {', '.join(sorted(kwargs))}")
+    if device_id is not None and device is None:
+        device = _device_for_id(device_id)
     explicit = any(v is not None for v in (collective, timeout, device, precision))
     if timeout is None and os.environ.get("TORCH_DDP_TIMEOUT", "").strip() and not os.environ.get("EZPZ_TIMEOUT"):
         timeout = os.environ["TORCH_DDP_TIMEOUT"]
     if port is not None and not os.environ.get("MASTER_PORT"):
         os.environ["MASTER_PORT"] = str(int(port))
         _state["master_port"] = os.environ["MASTER_PORT"]
+    from ezpz.meshes import check_parallel_sizes
+
+    check_parallel_sizes(sizes, _layout().world_size)
     rt = hooks.get_runtime()
     if rt is None or explicit:
         rt = hooks.setup(device=device, backend=collective, precision=precision,
                          timeout=None if timeout is None else float(timeout))
     _state["plan_key"] = None
+    if any(v > 1 for v in sizes.values()):
+        from ezpz.meshes import build_parallel_mesh
+
+        _state["mesh"] = build_parallel_mesh(rt, sizes)
     if seed is not None:
         seed_everything(int(seed) + rt.rank)
+    if rt.process_group:
+        # As the original: every rank leaves setup_torch() together, so no rank can finish (and tear its
+        # transport down) while another is still connecting; seen with gloo as "Connection closed by peer".
+        rt.barrier()
     return rt.rank
+
+
+def _device_for_id(device_id: Any) -> str | None:
+    """``setup_torch(device_id=n)``: this process's device ``type:n``; None where devices have no ordinal (CPU)."""
+    try:
+        index = int(device_id.index if hasattr(device_id, "index") else device_id)
+    except (TypeError, ValueError):
+        raise ConfigError(name="setup_torch(device_id=...)", value=device_id, expected="a device ordinal (0, 1, ...)",
+                          fix="pass the index of this process's device, or leave it out to use the local rank") from None
+    if index < 0:
+        raise ConfigError(name="setup_torch(device_id=...)", value=device_id, expected="a device ordinal >= 0",
+                          fix="pass the index of this process's device")
+    plan = _plan()
+    if plan.device.index is None:
+        return None
+    return f"{plan.device.candidate.device_type}:{index}"
 
 
 def cleanup() -> None:
@@ -176,7 +264,7 @@ def cleanup() -> None:
         dist.destroy_process_group()
     if _state["master_port"] is not None and os.environ.get("MASTER_PORT") == _state["master_port"]:
         del os.environ["MASTER_PORT"]
-    _state.update(master_port=None, plan=None, plan_key=None)
+    _state.update(master_port=None, plan=None, plan_key=None, mesh=None)
 
 
 # -- rank layout -------------------------------------------------------------------------------------
@@ -184,27 +272,54 @@ def cleanup() -> None:
 
 def get_rank() -> int:
     """Global rank (from the runtime, or the launcher's variables before setup)."""
-    return _launch().rank
+    return _layout().rank
 
 
 def get_local_rank() -> int:
     """Rank within this node."""
-    return _launch().local_rank
+    return _layout().local_rank
 
 
-def get_world_size() -> int:
-    """Number of processes in the job."""
-    return _launch().world_size
+def get_world_size(*, total: bool = False, in_use: bool = False) -> int:
+    """Number of processes in the job.
+
+    ``in_use=True``: the process group's size when one exists (the original
+    asked MPI), else the launcher's. ``total=True``: devices available to the
+    job, ``max(get_gpus_per_node(), 1) * get_num_nodes()``.
+    """
+    if total:
+        return max(get_gpus_per_node(), 1) * get_num_nodes()
+    if in_use:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size()
+    return _layout().world_size
 
 
-def get_num_nodes() -> int:
-    """Number of nodes in the job."""
-    return _launch().num_nodes
+def get_num_nodes(hostfile: str | os.PathLike[str] | None = None) -> int:
+    """Number of nodes in the job; with ``hostfile``, the distinct hosts listed in that file."""
+    if hostfile is not None:
+        from ezpz.hostfile import read_hosts
+
+        hosts = read_hosts(hostfile)
+        if hosts:
+            return len({h.split(".")[0] for h in hosts})
+    return _layout().num_nodes
 
 
 def get_node_index() -> int:
     """Index of this process's node."""
-    return _launch().node_rank
+    return _layout().node_rank
+
+
+def get_gpus_per_node() -> int:
+    """Ranks per node when launched (the launcher's local world size), else the chosen device type's count."""
+    layout = _layout()
+    if layout.world_size > 1:
+        return layout.local_world_size
+    rt = hooks.get_runtime()
+    return (rt.plan if rt is not None else _plan()).device.candidate.count
 
 
 # -- device and backend ------------------------------------------------------------------------------
@@ -308,7 +423,7 @@ def _shard_units(model: Any) -> Iterator[Any]:
 
 def wrap_model(
     model: Any, use_fsdp: bool = False, dtype: Any = None, device_mesh: Any = None,
-    reshard_after_forward: bool | int = True,
+    reshard_after_forward: bool | int = True, device_id: Any = None,
 ) -> Any:
     """Wrap ``model`` for data-parallel training; returned unchanged when the world size is 1.
 
@@ -317,7 +432,7 @@ def wrap_model(
     the root, on a 1-D mesh over all ranks unless ``device_mesh`` is given;
     ``dtype`` (``"bf16"``, ``torch.bfloat16``, ...) is the FSDP2 parameter
     dtype, with gradients reduced in fp32. The model is moved to this rank's
-    device first.
+    device first, or to ordinal ``device_id`` of the same device type.
     """
     if get_world_size() <= 1:
         return model
@@ -328,6 +443,8 @@ def wrap_model(
         raise SetupError("wrap_model() needs the process group: call ezpz.setup_torch() first")
     rt = hooks.get_runtime()
     device = rt.device if rt is not None else torch.device(get_torch_device_type())
+    if device_id is not None and device.type != "cpu":
+        device = torch.device(device.type, int(getattr(device_id, "index", device_id)))
     model = model.to(device)
     if not use_fsdp:
         from torch.nn.parallel import DistributedDataParallel
@@ -337,9 +454,9 @@ def wrap_model(
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     if device_mesh is None:
-        from torch.distributed.device_mesh import init_device_mesh
+        from ezpz.meshes import init_device_mesh_safe
 
-        device_mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+        device_mesh = init_device_mesh_safe(device.type, (dist.get_world_size(),))
     param_dtype = _torch_dtype(dtype)
     policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32 if param_dtype else None)
     for unit in list(_shard_units(model)):

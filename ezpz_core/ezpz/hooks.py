@@ -158,7 +158,7 @@ def setup(
         if set_device is not None:
             set_device(dev.index)
     if the_plan.launch.distributed:
-        from ezpz.distributed import init_process_group
+        from ezpz.process_group import init_process_group
 
         init_process_group(the_plan)
     if the_plan.amp.tf32:

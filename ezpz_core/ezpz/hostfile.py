@@ -1,0 +1,68 @@
+"""Hostfile helpers with the original ezpz's names; none of them writes a file unless asked to."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = [
+    "get_hostfile_with_fallback",
+    "get_hostname",
+    "get_nodes_from_hostfile",
+    "read_hosts",
+    "write_hostfile_from_list_of_hosts",
+    "write_localhost_to_hostfile",
+]
+
+#: Where a scheduler or the user names the job's hostfile, in the order checked.
+HOSTFILE_VARIABLES = ("HOSTFILE", "PBS_NODEFILE")
+
+
+def get_hostname() -> str:
+    """This machine's host name, lower-case."""
+    return (socket.gethostname() or "localhost").strip().lower()
+
+
+def read_hosts(hostfile: str | os.PathLike[str]) -> list[str]:
+    """Non-empty lines of ``hostfile`` (first word of each, ``host slots=4`` style); [] when it is not a file."""
+    path = Path(hostfile)
+    if not path.is_file():
+        return []
+    return [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def get_nodes_from_hostfile(hostfile: str | os.PathLike[str]) -> list[str]:
+    """Hosts listed in ``hostfile``; ``[this host]`` when it is not a file (as the original did)."""
+    return read_hosts(hostfile) or [get_hostname()]
+
+
+def get_hostfile_with_fallback(hostfile: str | os.PathLike[str] | None = None) -> Path | None:
+    """``hostfile`` if it is a file, else ``HOSTFILE``'s, else ``PBS_NODEFILE``'s; None when there is none.
+
+    The original wrote ``./hostfile`` containing this host as a last resort;
+    this never writes (use :func:`write_localhost_to_hostfile` to do that).
+    """
+    candidates = [hostfile] if hostfile is not None else []
+    candidates += [os.environ.get(v, "").strip() or None for v in HOSTFILE_VARIABLES]
+    for candidate in candidates:
+        if candidate is not None and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def write_localhost_to_hostfile(hostfile: str | os.PathLike[str]) -> None:
+    """Write this host's name to ``hostfile`` (on rank 0 only, as the original did)."""
+    from ezpz.compat import get_rank
+
+    if get_rank() == 0:
+        Path(hostfile).write_text(get_hostname(), encoding="utf-8")
+
+
+def write_hostfile_from_list_of_hosts(hosts: Sequence[str], hostfile: str | os.PathLike[str]) -> Path:
+    """Write ``hosts`` one per line to ``hostfile`` (parents created) and return its path."""
+    path = Path(hostfile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(hosts) + "\n", encoding="utf-8")
+    return path
