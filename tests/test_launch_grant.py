@@ -20,7 +20,7 @@ from test_cli_support import ezpz
 
 SALLOC_N2 = {  # recorded: salloc -n 2 (one node, 2 CPUs granted)
     "SLURM_JOB_ID": "2", "SLURM_JOBID": "2", "SLURM_NTASKS": "2", "SLURM_NPROCS": "2", "SLURM_JOB_NUM_NODES": "1",
-    "SLURM_NNODES": "1", "SLURM_TASKS_PER_NODE": "2", "SLURM_JOB_NODELIST": "ezpz-ci", "SLURM_NODELIST": "ezpz-ci",
+    "SLURM_NNODES": "1", "SLURM_TASKS_PER_NODE": "2", "SLURM_JOB_NODELIST": "vm", "SLURM_NODELIST": "vm",
     "SLURM_JOB_CPUS_PER_NODE": "2",
 }
 SBATCH_N3_PER_NODE4 = {  # sbatch -N 3 --ntasks-per-node 4
