@@ -72,16 +72,19 @@ EOF
   say "wrote $CONF: node $host with $cpus CPU(s)"
 }
 
+munge_ok() { timeout 10 munge -n </dev/null 2>/dev/null | timeout 10 unmunge >/dev/null 2>&1; }
+
 running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start() {
   install_packages
   munge_key
   write_conf
-  if ! pgrep -u munge -x munged >/dev/null; then
-    runuser -u munge -- /usr/sbin/munged
+  if ! munge_ok; then
+    runuser -u munge -- /usr/sbin/munged --force
+    for _ in $(seq 50); do munge_ok && break; sleep 0.2; done
   fi
-  timeout 10 munge -n </dev/null | timeout 10 unmunge >/dev/null || { say "munge does not answer"; return 1; }
+  munge_ok || { say "munge does not answer (see /var/log/munge/munged.log)"; return 1; }
   running "$STATE/slurmctld.pid" || slurmctld
   running "$STATE/slurmd.pid" || slurmd
   local host deadline state
