@@ -120,3 +120,19 @@ def test_launch_in_a_pbs_job_uses_the_node_file(tmp_path):
     argv, said = dry_run(PBS_JOBID="9.pbs", PBS_NODEFILE=path)
     assert argv[0] == "mpiexec" and "4" in argv[:4]
     assert f"PBS_NODEFILE={path}" in said and "as granted" in said
+
+
+def test_open_mpi_ranks_are_told_the_hostfile(tmp_path):
+    """Open MPI exports no host list to ranks: ezpz launch passes HOSTFILE so they derive the rendezvous."""
+    from conftest import need_tool
+
+    need_tool("mpiexec")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("198.18.0.1 slots=2\n198.18.0.2 slots=2\n")
+    proc = ezpz("launch", "--dry-run", "--launcher", "mpiexec", "--hostfile", str(hosts), "--ppn", "2", "--",
+                "python", "job.py", env=clean_env(EZPZ_DEVICE="cpu"))
+    assert proc.returncode == 0, proc.stderr
+    argv = shlex.split(proc.stdout)
+    if "--map-by" not in argv:
+        pytest.skip("mpiexec on PATH is not Open MPI")
+    assert argv[argv.index(f"HOSTFILE={hosts}") - 1] == "-x"
