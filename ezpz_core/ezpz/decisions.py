@@ -139,6 +139,7 @@ class SetupPlan:
     amp: AmpPolicy
     profiling: ProfilingSupport
     timeout_s: float
+    threads: Any = None  # ezpz.threads.ThreadsChoice: intra-op CPU threads for this rank
 
 
 @frozen(kw_only=True)

@@ -66,8 +66,11 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     profiling = prof_answer[1] if prof_answer else ProfilingSupport(
         activities=("CPU",), reason=f"no plugin described profiling for {cand.device_type}; CPU activity only"
     )
+    from ezpz.threads import choose_threads, probe_thread_facts
+
+    threads = choose_threads(probe_thread_facts(environ, launch.local_world_size, launch.launcher))
     return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
-                     timeout_s=settings.timeout_s)
+                     timeout_s=settings.timeout_s, threads=threads)
 
 
 @contextlib.contextmanager
@@ -127,4 +130,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
                  f"ranges {plan.profiling.marker or 'torch record_function only'}", reason=plan.profiling.reason),
         Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
     )
+    if plan.threads is not None:
+        decisions += (Decision(topic="threads", chosen=f"{plan.threads.threads} intra-op thread(s)",
+                               reason=plan.threads.reason, alternatives=plan.threads.alternatives),)
     return Explanation(decisions=decisions, plugins=plugins)
