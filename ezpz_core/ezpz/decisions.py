@@ -140,6 +140,7 @@ class SetupPlan:
     profiling: ProfilingSupport
     timeout_s: float
     compile: Any = None  # ezpz.compiling.CompilePolicy; None only in plans built by hand
+    threads: Any = None  # ezpz.threads.ThreadsChoice: intra-op CPU threads for this rank
 
 
 @frozen(kw_only=True)

@@ -151,6 +151,10 @@ def setup(
     import torch
 
     _check_autocast(the_plan)
+    if the_plan.threads is not None:
+        from ezpz.threads import apply_threads
+
+        apply_threads(the_plan.threads)
     dev = the_plan.device
     if dev.index is not None:
         module = torch.get_device_module(dev.candidate.device_type)

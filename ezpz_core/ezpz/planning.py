@@ -67,8 +67,11 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
         activities=("CPU",), reason=f"no plugin described profiling for {cand.device_type}; CPU activity only"
     )
     compile_policy = _compile_policy(hooks, cand, build, settings)
+    from ezpz.threads import choose_threads, probe_thread_facts
+
+    threads = choose_threads(probe_thread_facts(environ, launch.local_world_size, launch.launcher))
     return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
-                     timeout_s=settings.timeout_s, compile=compile_policy)
+                     timeout_s=settings.timeout_s, compile=compile_policy, threads=threads)
 
 
 def _compile_policy(hooks: Hooks, cand: DeviceCandidate, build: TorchBuild, settings: SetupSettings):  # type: ignore[no-untyped-def]
@@ -163,4 +166,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
         *_compile_decision(plan),
         Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
     )
+    if plan.threads is not None:
+        decisions += (Decision(topic="threads", chosen=f"{plan.threads.threads} intra-op thread(s)",
+                               reason=plan.threads.reason, alternatives=plan.threads.alternatives),)
     return Explanation(decisions=decisions, plugins=plugins)

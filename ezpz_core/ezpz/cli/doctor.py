@@ -56,7 +56,19 @@ def _launcher(environ: Mapping[str, str]) -> dict[str, Any]:
         name, _driver, found, passed = select(environ)
     except EzpzError as err:
         return {"name": None, "reason": str(err), "passed_over": []}
-    return {"name": name, "reason": found.reason, "passed_over": [{"name": n, "reason": r} for n, r in passed]}
+    return {"name": name, "reason": found.reason, "passed_over": [{"name": n, "reason": r} for n, r in passed],
+            "allocation": _allocation(environ)}
+
+
+def _allocation(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The ranks the scheduler granted this job (what `ezpz launch` with no -n starts), or None."""
+    from ezpz.launchers.grant import granted
+
+    try:
+        grant = granted(environ)
+    except ConfigError as err:
+        return {"error": str(err)}
+    return None if grant is None else jsonable(grant)
 
 
 def _plan_past_stuck_plugins(environ: Mapping[str, str]) -> tuple[Any, Explanation]:
@@ -151,6 +163,12 @@ def _text(report: dict[str, Any], explanation: Explanation | None) -> str:
     lines += ["", "ezpz launch here would use"]
     lines.append(f"  {launcher['name'] or 'no launcher'}: {launcher['reason']}")
     lines += [f"    not {p['name']}: {p['reason']}" for p in launcher["passed_over"]]
+    alloc = launcher.get("allocation")
+    if alloc and "error" in alloc:
+        lines.append(f"  allocation: unreadable: {alloc['error']}")
+    elif alloc:
+        lines.append(f"  allocation: {alloc['n']} task(s), at most {alloc['ppn']} per node, on {alloc['nodes']} "
+                     f"node(s) ({alloc['source']})")
     lines += ["", "environment (EZPZ_*, torch, launcher, scheduler and vendor variables; secrets redacted)"]
     lines += [f"  {k}={v}" for k, v in report["environment"].items()] or ["  none set"]
     lines.append("")

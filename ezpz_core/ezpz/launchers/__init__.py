@@ -17,7 +17,9 @@ from attrs import field, frozen
 
 from ezpz.errors import ConfigError
 from ezpz.launchers.base import Allocation, Command, Launcher, Layout, Match
-from ezpz.launchers.layout import accelerators_per_node, hostfile_allocation, resolve_layout
+from ezpz.launchers.grant import granted as granted_tasks
+from ezpz.launchers.grant import use_grant
+from ezpz.launchers.layout import accelerators_per_node, device_slots, hostfile_allocation, resolve_layout
 from ezpz.launchers.registry import DEFAULT_ORDER, GROUP, installed, load, select
 
 __all__ = [
@@ -55,6 +57,12 @@ def prepare(
         launcher, driver, found, passed = select(env)
         reason = found.reason
     alloc = hostfile_allocation(hostfile) if hostfile else driver.allocation(env)
-    layout = resolve_layout(alloc, n, ppn, lambda: accelerators_per_node(env))
+    grant = granted_tasks(env) if n is None and ppn is None and not hostfile else None
+    used = None
+    if grant is not None:
+        per_dev, shared, dev_why = device_slots(env)
+        g_n, g_ppn, g_why = use_grant(grant, (per_dev, dev_why), shared)
+        used = (g_n, g_ppn, grant.nodes, g_why)
+    layout = resolve_layout(alloc, n, ppn, lambda: accelerators_per_node(env), granted=used)
     command = driver.build(list(argv), layout, env)
     return LaunchPlan(launcher=launcher, reason=reason, layout=layout, command=command, passed_over=passed)

@@ -105,6 +105,9 @@ class Mpiexec:
                     cmd += ["-x", name]
                 if exported:
                     notes.append(f"-x: Open MPI passes only named variables to other nodes ({len(exported)} exported)")
+                if hostfile != environ.get("PBS_NODEFILE", "").strip():
+                    cmd += ["-x", f"HOSTFILE={hostfile}"]  # Open MPI tells ranks nothing of the hosts
+                    notes.append("-x HOSTFILE: ranks derive the rendezvous (MASTER_ADDR) from its first host")
             else:
                 cores = physical_cores()
                 if layout.n > cores:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from ezpz.errors import ConfigError
 from ezpz.launchers.base import Allocation, Layout
 
-__all__ = ["accelerators_per_node", "hostfile_allocation", "hosts_from_file", "hosts_from_nodelist", "resolve_layout"]
+__all__ = ["accelerators_per_node", "device_slots", "hostfile_allocation", "hosts_from_file", "hosts_from_nodelist", "resolve_layout"]
 
 
 def hosts_from_file(path: str, name: str) -> tuple[str, ...]:
@@ -58,6 +58,20 @@ def accelerators_per_node(environ: Mapping[str, str]) -> tuple[int, str]:
     return cand.count, f"one per {cand.device_type} device ({cand.vendor})"
 
 
+def device_slots(environ: Mapping[str, str]) -> tuple[int, bool, str]:
+    """``(devices per node, shared by all ranks?, why)`` as ``setup()`` would see them; CPU on failure."""
+    try:
+        from ezpz.hooks import plan
+
+        the_plan, _ = plan(environ=environ)
+    except Exception as err:  # a broken override must not stop a launch inside an allocation
+        return 1, True, f"could not probe devices ({type(err).__name__}: {err})"
+    cand = the_plan.device.candidate
+    if cand.shared or cand.count < 1:
+        return 1, True, f"{cand.device_type} is one device shared by all ranks"
+    return cand.count, False, f"{cand.count} {cand.device_type} device(s) per node ({cand.vendor})"
+
+
 def _positive(flag: str, value: int | None) -> None:
     if value is not None and value < 1:
         raise ConfigError(name=flag, value=value, expected="a positive number of processes",
@@ -65,11 +79,23 @@ def _positive(flag: str, value: int | None) -> None:
 
 
 def resolve_layout(alloc: Allocation, n: int | None, ppn: int | None,
-                   default_ppn: Callable[[], tuple[int, str]]) -> Layout:
-    """Fill in whichever of ``n``/``ppn`` is missing and check the result fits the allocation."""
+                   default_ppn: Callable[[], tuple[int, str]],
+                   granted: tuple[int, int, int, str] | None = None) -> Layout:
+    """Fill in whichever of ``n``/``ppn`` is missing and check the result fits the allocation.
+
+    ``granted`` is ``(n, ppn, nodes, why)`` from the scheduler's allocation
+    (:mod:`ezpz.launchers.grant`); it is used only when neither ``n`` nor ``ppn`` is given.
+    """
     _positive("-n", n)
     _positive("--ppn", ppn)
     avail = len(alloc.hosts) or 1
+    if n is None and ppn is None and granted is not None:
+        n, ppn, nodes_granted, why = granted
+        avail = max(avail, nodes_granted) if not alloc.hosts else avail
+        nodes = min(math.ceil(n / ppn), avail)
+        return Layout(n=n, ppn=min(ppn, n), nodes=nodes, allocation=alloc,
+                      why=f"{n} process(es), {min(ppn, n)} per node, on {nodes} of {avail} node(s): "
+                          f"{why}; pass -n/--ppn to choose otherwise")
     if ppn is not None:
         why_ppn = "--ppn"
     elif n is not None:

@@ -1,0 +1,106 @@
+"""Under a live one-node Slurm (``bash scripts/slurm.sh start``): srun, salloc + ezpz launch, sbatch, mpiexec.
+
+Skipped, with the reason, when no Slurm controller answers here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, need_tool, rank_rows
+
+SCRIPT = str(Path(__file__).parent / "scripts" / "allreduce_check.py")
+EZPZ = [sys.executable, "-m", "ezpz"]
+#: Jobs end on their own (-t minutes) even if a test is killed; salloc gives up if the node stays busy.
+JOB = ["-t", "5", "--immediate=60"]
+
+
+def _live_slurm() -> str | None:
+    """None when a Slurm controller answers with a usable node, else why not."""
+    if shutil.which("sinfo") is None or shutil.which("srun") is None:
+        return "Slurm client tools not installed (bash scripts/slurm.sh start installs and starts a one-node Slurm)"
+    try:
+        proc = subprocess.run(["sinfo", "-h", "-o", "%t %c"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"sinfo did not answer: {err}"
+    states = proc.stdout.split()
+    if proc.returncode != 0 or not states:
+        return f"no live Slurm (sinfo: {(proc.stderr or proc.stdout).strip()[:200]}); run bash scripts/slurm.sh start"
+    if not any(s.startswith(("idle", "mix", "alloc")) for s in states[::2]):
+        return f"Slurm answers but no node is usable (sinfo: {proc.stdout.strip()})"
+    return None
+
+
+_WHY_NOT = _live_slurm()
+pytestmark = [pytest.mark.slurm, pytest.mark.launcher, pytest.mark.skipif(_WHY_NOT is not None, reason=_WHY_NOT or "")]
+
+
+def env() -> dict[str, str]:
+    return clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="120", EZPZ_DEVICE="cpu")
+
+
+def run(argv: list[str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=env(), capture_output=True, text=True, timeout=timeout, cwd="/tmp")
+
+
+def check(rows: list[dict], world: int, launcher: str) -> None:
+    assert [r["rank"] for r in rows] == list(range(world))
+    for r in rows:
+        assert r["ok"] and r["sum"] == world * (world + 1) / 2
+        assert (r["world_size"], r["num_nodes"], r["node_rank"]) == (world, 1, 0)
+        assert r["launcher"] == launcher and r["pg"] is True
+
+
+def test_srun_two_tasks_set_up_and_all_reduce():
+    proc = run(["srun", *JOB, "-n", "2", sys.executable, SCRIPT, "2"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check(rank_rows(proc.stdout), 2, "slurm")
+
+
+def test_ezpz_launch_inside_salloc_runs_the_granted_two_ranks():
+    proc = run(["salloc", *JOB, "-n", "2", *EZPZ, "launch", "--", sys.executable, SCRIPT, "2"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "as granted (Slurm allocation: SLURM_NTASKS=2" in proc.stderr
+    check(rank_rows(proc.stdout), 2, "slurm")
+
+
+def test_sbatch_script_that_runs_ezpz_launch(tmp_path):
+    out = tmp_path / "job.out"
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n{' '.join(EZPZ)} launch -- {sys.executable} {SCRIPT} 2\n")
+    proc = run(["sbatch", "--wait", *JOB[:2], "-n", "2", "-o", str(out), str(script)])
+    text = out.read_text() if out.exists() else ""
+    assert proc.returncode == 0, proc.stdout + proc.stderr + text
+    assert "as granted" in text
+    check(rank_rows(text), 2, "slurm")
+
+
+def test_open_mpi_mpiexec_inside_an_allocation():
+    mpiexec = need_tool("mpiexec")
+    proc = run(["salloc", *JOB, "-n", "2", mpiexec, "--allow-run-as-root", "-n", "2", sys.executable, SCRIPT, "2"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check(rank_rows(proc.stdout), 2, "openmpi")
+
+
+def test_a_failing_rank_ends_the_step():
+    code = ("import os, sys, time\n"
+            "if os.environ['SLURM_PROCID'] == '1': sys.exit(3)\n"
+            "time.sleep(200)\n")
+    start = time.monotonic()
+    proc = run(["salloc", *JOB, "-n", "2", *EZPZ, "launch", "--", sys.executable, "-c", code], timeout=180)
+    took = time.monotonic() - start
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert took < 150, f"the surviving rank kept the step alive for {took:.0f}s"  # it would sleep 200 s
+    assert "--kill-on-bad-exit=1" in proc.stderr
+
+
+def test_doctor_inside_an_allocation_names_slurm_and_its_shape():
+    proc = run(["salloc", *JOB, "-n", "2", *EZPZ, "doctor"])
+    assert "srun: Slurm job" in proc.stdout, proc.stdout + proc.stderr
+    assert "allocation: 2 task(s), at most 2 per node, on 1 node(s) (Slurm allocation: SLURM_NTASKS=2" in proc.stdout
