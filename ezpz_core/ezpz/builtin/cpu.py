@@ -133,7 +133,7 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl(trylast=True)
 def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
     """Inductor when the C++ compiler Inductor would use runs (probed once per process), else aot_eager."""
-    if not isinstance(device.facts, CpuFacts):
+    if not _ours(device.facts):
         return None
     from ezpz.builtin.cxx import cpu_compile_options, probe_cxx
     from ezpz.compiling import choose_compile
@@ -148,7 +148,7 @@ DS_ACCELERATOR = "cpu"
 @hookimpl(trylast=True)
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Tell DeepSpeed to use its CPU accelerator instead of guessing (``DS_ACCELERATOR=cpu``)."""
-    if not isinstance(plan.device.candidate.facts, CpuFacts):
+    if not _ours(plan.device.candidate.facts):
         return None
     from ezpz.integrations.deepspeed import with_ds_accelerator
 

@@ -154,7 +154,7 @@ def mps_compile_options(build: TorchBuild) -> list[CompileOption]:
 
 @hookimpl(trylast=True)
 def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
-    if not isinstance(device.facts, MpsFacts):
+    if not _ours(device.facts):
         return None
     from ezpz.compiling import choose_compile
 
@@ -164,7 +164,7 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
 @hookimpl(trylast=True)
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Tell DeepSpeed to use its MPS accelerator instead of guessing (``DS_ACCELERATOR=mps``)."""
-    if not isinstance(plan.device.candidate.facts, MpsFacts):
+    if not _ours(plan.device.candidate.facts):
         return None
     from ezpz.integrations.deepspeed import with_ds_accelerator
 
