@@ -1,4 +1,4 @@
-"""Produce the sample outputs in docs/index.md and docs/getting-started.md from real runs on this machine.
+"""Produce the sample outputs in docs/index.md, getting-started.md and portable-script.md from real runs here.
 
     python scripts/doc_samples.py            # run every sample, rewrite the marked blocks in the docs
     python scripts/doc_samples.py --check    # run them and exit 1 if a block's shape no longer matches
@@ -163,6 +163,20 @@ def cpu_without_bf16() -> tuple[str, str]:
     return "", f"precision {amp.dtype} (autocast {autocast}): {amp.reason}"
 
 
+def portable_torchrun() -> tuple[str, str]:
+    """The last lines of docs/portable-script.md's script under torchrun, the script taken from that page."""
+    import tempfile
+
+    text = (DOCS / "portable-script.md").read_text()
+    code = re.search(r"```python\n(.*?)\n```", text[text.index("## The whole script"):], re.S)[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "portable_train.py").write_text(code + "\n")
+        proc = subprocess.run([PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                               "portable_train.py", "--steps", "20"], cwd=tmp, env=clean_env(),
+                              capture_output=True, text=True, timeout=300)
+    return "", "\n".join(proc.stdout.strip().splitlines()[-2:])
+
+
 SAMPLES: dict[str, tuple[str, Callable[[], tuple[str, str]]]] = {
     # name: (page, producer)
     "index-doctor": ("index.md", doctor_device_precision),
@@ -175,6 +189,7 @@ SAMPLES: dict[str, tuple[str, Callable[[], tuple[str, str]]]] = {
     "explain-mpiexec": ("getting-started.md", explain_mpiexec),
     "doctor": ("getting-started.md", doctor),
     "smoke-test": ("getting-started.md", smoke_test),
+    "portable-torchrun": ("portable-script.md", portable_torchrun),
 }
 
 
@@ -205,6 +220,7 @@ def shape(text: str) -> list[str]:
                 skip_indent = indent
         line = re.sub(r"^(\s*(names|bf16_flags): ).*", r"\1<the CPU's>", line)
         line = re.sub(r"(?<![\w.])/[^\s)]+", "<path>", line)
+        line = re.sub(r"\b(bf16|fp16|fp32)\b", "<dtype>", line)  # e.g. "on cpu (gloo, bf16)": the CPU decides
         line = re.sub(r"\d+(\.\d+)?", "<n>", line)
         line = re.sub(r"[ \t]+", " ", line).rstrip()
         out.append(line)

@@ -1,46 +1,78 @@
 #!/usr/bin/env bash
 # Install ezpz, every plugin and the test tools, then run every test suite.
-#   bash scripts/test.sh            # all suites, all plugins installed together, then each plugin alone
-#   EZPZ_SKIP_ISOLATED=1 bash scripts/test.sh   # skip the per-plugin isolated venvs (faster locally)
+#   bash scripts/test.sh            # all suites, all plugins installed together, then the wheel checks
+#   EZPZ_SKIP_ISOLATED=1 bash scripts/test.sh   # skip the wheel-install checks (faster locally)
+#   EZPZ_WHEELS_ONLY=1 bash scripts/test.sh     # only the wheel-install checks
+#
+# 1. editable installs of the core and all plugins: the core suite, each plugin's suite, the docs build;
+# 2. wheels of all five distributions built once (scripts/build-dists.sh), installed NOT editable into one
+#    fresh venv: `ezpz doctor` and `ezpz plugins` on the core alone, then each plugin in turn installed
+#    beside the core only (its wheel added, checked, its suite run, removed again), so a file missing from
+#    a wheel or a wrong packages.find shows up here and not on a user's machine.
+# A suite that collects no tests fails (pytest exit code 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PY=${PYTHON:-python3}
 
-if ! command -v mpiexec >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null
+if { ! command -v mpiexec.openmpi || ! command -v mpiexec.mpich; } >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin mpich >/dev/null
 fi
 
 PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu)
 present=()
 for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
+TOOLS=(pytest hypothesis pytest-timeout)
 
 # torch is pinned by constraints.txt (an unpinned torch would pull GB of CUDA wheels).
-$PY -m pip install -q -c constraints.txt "torch==2.13.0" setuptools pytest hypothesis pytest-timeout mkdocs
+$PY -m pip install -q -c constraints.txt "torch==2.13.0" setuptools build "${TOOLS[@]}" mkdocs
 $PY -m pip install -q -c constraints.txt --no-build-isolation -e . "${present[@]/#/-e}"
 # DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
 # torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
 DS_BUILD_OPS=0 $PY -m pip install -q -c constraints.txt --no-build-isolation "deepspeed==0.19.8"
 
 status=0
-run() { echo; echo "=== $* ==="; "$@" || status=1; }
+run() { echo; echo "=== $* ==="; "$@" || { echo "=== FAILED (exit $?): $* ==="; status=1; }; }
+ROOT=$(pwd)
 
-run $PY -m pytest tests -q -ra
-for p in "${present[@]}"; do
-  run $PY -m pytest "$p/tests" -q -ra
-done
-if [ -f mkdocs.yml ]; then
-  run $PY -m mkdocs build --strict --site-dir "$(mktemp -d)"
+if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
+  run $PY -m pytest tests -q -ra
+  for p in "${present[@]}"; do
+    run $PY -m pytest "$p/tests" -q -ra
+  done
+  if [ -f mkdocs.yml ]; then
+    run $PY -m mkdocs build --strict --site-dir "$(mktemp -d)"
+  fi
 fi
 
 if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
-  # Each plugin's suite with only the core and that plugin installed.
+  work=$(mktemp -d)
+  dist="$work/dist" venv="$work/venv"
+  echo; echo "=== wheels: scripts/build-dists.sh -> $dist ==="
+  PYTHON=$PY bash scripts/build-dists.sh "$dist"
+  $PY -m venv "$venv"
+  vpy="$venv/bin/python"
+  "$vpy" -m pip install -q -c constraints.txt "torch==2.13.0" "${TOOLS[@]}"
+  # The core from its wheel file (never an index's unrelated "ezpz"); its dependencies from the index.
+  "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" "$dist"/ezpz-[0-9]*.whl
+  # Run from a directory without sources, so nothing from this checkout can shadow the installed packages.
+  in_work() { (cd "$work" && "$@"); }
+  quiet() { "$@" >/dev/null; }
+  run in_work "$venv/bin/ezpz" doctor
+  run in_work "$venv/bin/ezpz" plugins
+  run in_work "$vpy" "$ROOT/scripts/check_installed.py"
   for p in "${present[@]}"; do
-    venv=$(mktemp -d)/venv
-    $PY -m venv "$venv"
-    "$venv/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0" setuptools pytest hypothesis pytest-timeout
-    "$venv/bin/python" -m pip install -q -c constraints.txt --no-build-isolation -e . -e "$p"
-    run "$venv/bin/python" -m pytest "$p/tests" -q -ra -p no:cacheprovider
+    dist_name=$(basename "$p")                  # ezpz-xpu
+    wheel_name=${dist_name//-/_}                # ezpz_xpu
+    plugin=${dist_name#ezpz-}                   # xpu (its entry-point name)
+    echo; echo "=== $dist_name from its wheel, beside the core wheel only ==="
+    "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" "$dist/$wheel_name"-[0-9]*.whl
+    run in_work quiet "$venv/bin/ezpz" doctor
+    run in_work "$vpy" "$ROOT/scripts/check_installed.py" "$plugin"
+    run "$venv/bin/pytest" "$p/tests" -q -ra -p no:cacheprovider --rootdir "$p"
+    "$vpy" -m pip uninstall -q -y "$dist_name"
   done
+  rm -rf "$work"
 fi
 exit $status

@@ -51,6 +51,14 @@ def test_each_plugin_requires_a_core_range_the_unrelated_package_cannot_satisfy(
     assert not req.specifier.contains(Version(f"{core.major + 1}.0")), "upper bound: the next major may break hooks"
 
 
+@pytest.mark.parametrize("dist", PLUGINS)
+def test_a_plugin_module_version_equals_its_distribution_version(dist):
+    version = _project(ROOT / "plugins" / dist / "pyproject.toml")["version"]
+    init = ROOT / "plugins" / dist / dist.replace("-", "_") / "__init__.py"
+    found = re.search(r'^__version__ = "([^"]+)"', init.read_text(), re.M)
+    assert found is None or found[1] == version, f"{init}: __version__ {found[1]} != pyproject's {version}"
+
+
 def test_core_extras_pin_the_plugins_to_this_release_line():
     extras = _project(ROOT / "pyproject.toml")["optional-dependencies"]
     for extra in ("cuda", "rocm", "xpu"):

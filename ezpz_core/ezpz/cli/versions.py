@@ -10,7 +10,7 @@ import importlib.metadata
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["CORE", "core_requirement", "distribution_rows", "version_problems"]
+__all__ = ["CORE", "core_requirement", "distribution_rows", "text_lines", "version_problems"]
 
 CORE = "ezpz"
 

@@ -6,4 +6,4 @@ NVML bindings and ``torch.cuda`` are imported inside the functions that need the
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

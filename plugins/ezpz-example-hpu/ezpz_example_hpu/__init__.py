@@ -5,4 +5,4 @@ names. This package ``__init__`` stays empty so that importing the plugin is
 as cheap as importing the standard library.
 """
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

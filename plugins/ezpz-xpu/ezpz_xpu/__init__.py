@@ -6,6 +6,6 @@ IPEX and the oneCCL bindings are imported inside hooks, only when needed.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 __all__ = ["__version__"]
