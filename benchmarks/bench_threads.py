@@ -25,8 +25,7 @@ from _util import CHILD_ENV
 
 def train(threads: str | None, ranks: int, steps: int) -> float:
     """steps/s of one run; ``threads`` None leaves OMP_NUM_THREADS unset (ezpz's `threads` decision applies)."""
-    
-    env = {k: v for k, v in CHILD_ENV.items() if k not in ("OMP_NUM_THREADS", "EZPZ_THREADS")}
+    env = {k: v for k, v in CHILD_ENV.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env["EZPZ_DEVICE"] = "cpu"
     if threads is not None:
         env["OMP_NUM_THREADS"] = threads
