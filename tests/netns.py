@@ -37,12 +37,19 @@ def cannot_make_namespaces() -> str | None:
     if shutil.which("ip") is None:
         return "the ip command (iproute2) is not installed"
     probe = f"ezpz-probe-{os.getpid()}"
-    try:
-        subprocess.run(["ip", "netns", "add", probe], check=True, capture_output=True, text=True, timeout=30)
+    made = False
+    try:  # what a test bed needs: a namespace, and a bridge and a veth pair inside it
+        for argv in (["ip", "netns", "add", probe],
+                     ["ip", "netns", "exec", probe, "ip", "link", "add", "br0", "type", "bridge"],
+                     ["ip", "netns", "exec", probe, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb"]):
+            subprocess.run(argv, check=True, capture_output=True, text=True, timeout=30)
+            made = True
     except (OSError, subprocess.SubprocessError) as err:
-        said = getattr(err, "stderr", "") or str(err)
-        return f"cannot create a network namespace (needs CAP_NET_ADMIN, e.g. root): {said.strip()[:200]}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+        said = (getattr(err, "stderr", "") or str(err)).strip()[:200]
+        return f"cannot make network namespaces with a bridge and veth pairs (needs CAP_NET_ADMIN, e.g. root): {said}"
+    finally:
+        if made:
+            subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
     return None
 
 
