@@ -37,12 +37,19 @@ def cannot_make_namespaces() -> str | None:
     if shutil.which("ip") is None:
         return "the ip command (iproute2) is not installed"
     probe = f"ezpz-probe-{os.getpid()}"
-    try:
-        subprocess.run(["ip", "netns", "add", probe], check=True, capture_output=True, text=True, timeout=30)
+    made = False
+    try:  # what a test bed needs: a namespace, and a bridge and a veth pair inside it
+        for argv in (["ip", "netns", "add", probe],
+                     ["ip", "netns", "exec", probe, "ip", "link", "add", "br0", "type", "bridge"],
+                     ["ip", "netns", "exec", probe, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb"]):
+            subprocess.run(argv, check=True, capture_output=True, text=True, timeout=30)
+            made = True
     except (OSError, subprocess.SubprocessError) as err:
-        said = getattr(err, "stderr", "") or str(err)
-        return f"cannot create a network namespace (needs CAP_NET_ADMIN, e.g. root): {said.strip()[:200]}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+        said = (getattr(err, "stderr", "") or str(err)).strip()[:200]
+        return f"cannot make network namespaces with a bridge and veth pairs (needs CAP_NET_ADMIN, e.g. root): {said}"
+    finally:
+        if made:
+            subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
     return None
 
 
@@ -76,12 +83,24 @@ class NetBed:
         return path
 
 
+def _remove_stale() -> None:
+    """Namespaces a killed test run left behind (their process is gone); only this module's own names."""
+    import re
+
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    for name in re.findall(r"^(ezpz(\d+)x\d+-(?:sw|n\d+))\b", listed, re.M):
+        ns, pid = name[0], int(name[1])
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
 @contextmanager
 def net_bed(nodes: int, net: int = 0) -> Iterator[NetBed]:
     """``nodes`` namespaces on one bridge, addresses 198.18.<net>.1..nodes; removed on exit."""
     if not 0 <= net <= 255 or not 1 <= nodes <= 250:
         raise ValueError(f"net {net} / nodes {nodes} out of range")
-    tag = f"ezpz{os.getpid() % 100000}x{net}"
+    _remove_stale()
+    tag = f"ezpz{os.getpid()}x{net}"
     switch = f"{tag}-sw"
     made: list[str] = []
     try:

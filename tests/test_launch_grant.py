@@ -135,4 +135,4 @@ def test_open_mpi_ranks_are_told_the_hostfile(tmp_path):
     argv = shlex.split(proc.stdout)
     if "--map-by" not in argv:
         pytest.skip("mpiexec on PATH is not Open MPI")
-    assert argv[argv.index(f"HOSTFILE={hosts}") - 1] == "-x"
+    assert argv[argv.index(f"HOSTFILE={hosts.resolve()}") - 1] == "-x"

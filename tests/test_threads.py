@@ -29,6 +29,18 @@ def test_a_rank_bound_to_some_cores_keeps_torchs_count():
     assert "bound to 2 of the host's 8 core(s)" in choice.reason
 
 
+@pytest.mark.parametrize(("load1", "cores", "local", "want"), [
+    (12.6, 2, 1, 1),    # recorded on the shared 2-core development host
+    (9.0, 8, 1, 1),     # 8 others busy on 8 cores
+    (3.0, 8, 1, 8),     # quiet: torch's default stands
+    (14.0, 52, 12, 4),  # this job's own 12 ranks do not count as "busy"
+])
+def test_a_busy_host_gets_one_thread_per_rank(load1, cores, local, want):
+    choice = choose_threads(ThreadFacts(cores=cores, local_world_size=local, torch_threads=cores, load1=load1))
+    assert choice.threads == want
+    assert ("host busy" in choice.reason) == (want == 1)
+
+
 def test_one_rank_keeps_torchs_default():
     choice = choose_threads(ThreadFacts(cores=16, local_world_size=1, torch_threads=16))
     assert (choice.threads, choice.set_to) == (16, None)

@@ -6,7 +6,10 @@ descheduled. ezpz gives each rank ``cores // local ranks`` threads (at least
 one), as ``torchrun`` limits multi-process runs, unless the user chose:
 ``OMP_NUM_THREADS`` (torch reads it at start) or ``torch.set_num_threads()``
 before ``setup()`` (seen as a thread count that differs from torch's default,
-one per physical core, when no thread variable is set).
+one per physical core, when no thread variable is set). On a host already
+busy with other work (1-minute load average, less this job's local ranks, at
+least the cores) each rank gets one thread: measured on a shared 2-core host,
+torch's two threads ran the example job 10-20x slower than one.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class ThreadFacts:
     set_vars: tuple[tuple[str, str], ...] = ()
     launcher: str = "single"
     set_by_ezpz: int | None = None
+    load1: float | None = None
 
 
 @frozen(kw_only=True)
@@ -57,7 +61,17 @@ def probe_thread_facts(environ: Mapping[str, str], local_world_size: int, launch
     set_vars = tuple((n, environ[n].strip()) for n in THREAD_VARS if environ.get(n, "").strip())
     return ThreadFacts(cores=physical_cores(), host_cores=_host_cores(), local_world_size=max(local_world_size, 1),
                        torch_threads=torch.get_num_threads(), set_vars=set_vars, launcher=launcher,
-                       set_by_ezpz=_SET_BY_EZPZ[-1] if _SET_BY_EZPZ else None)
+                       set_by_ezpz=_SET_BY_EZPZ[-1] if _SET_BY_EZPZ else None, load1=_load1())
+
+
+def _load1() -> float | None:
+    """The host's 1-minute load average (None where the platform has none)."""
+    import os
+
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def _host_cores() -> int | None:
@@ -110,6 +124,13 @@ def choose_threads(facts: ThreadFacts) -> ThreadsChoice:
     keep = Alternative(name=f"torch's default {facts.torch_threads}",
                        reason=f"one thread per core in each of {facts.local_world_size} ranks oversubscribes "
                               f"the {facts.cores} core(s) {facts.local_world_size}x")
+    others = None if facts.load1 is None else facts.load1 - facts.local_world_size
+    if others is not None and others >= facts.cores and share > 1:
+        return ThreadsChoice(threads=1, set_to=1, alternatives=(Alternative(name=f"{share} thread(s)", reason=split),),
+                             reason=f"host busy: 1-minute load average {facts.load1:.1f} minus this job's "
+                                    f"{facts.local_world_size} local rank(s) >= {facts.cores} core(s); threads that "
+                                    "meet at every op stall when descheduled (one thread ran 10-20x faster than two "
+                                    "on a busy 2-core host, docs/performance.md); set OMP_NUM_THREADS to choose")
     if facts.local_world_size == 1:
         return ThreadsChoice(threads=share, set_to=None,
                              reason=f"{split}: torch's default of one thread per core stands "

@@ -106,7 +106,7 @@ class Mpiexec:
                 if exported:
                     notes.append(f"-x: Open MPI passes only named variables to other nodes ({len(exported)} exported)")
                 if hostfile != environ.get("PBS_NODEFILE", "").strip():
-                    cmd += ["-x", f"HOSTFILE={hostfile}"]  # Open MPI tells ranks nothing of the hosts
+                    cmd += ["-x", f"HOSTFILE={os.path.abspath(hostfile)}"]  # Open MPI tells ranks nothing of the hosts
                     notes.append("-x HOSTFILE: ranks derive the rendezvous (MASTER_ADDR) from its first host")
             else:
                 cores = physical_cores()
