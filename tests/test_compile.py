@@ -201,3 +201,10 @@ def test_recorded_mac_plan_compiles_per_torch_version_and_names_deepspeeds_mps_a
     actions = dict(Hooks(ezpz.hooks.get_plugin_host()).before_init(plan))
     assert actions["mps"].env_defaults["DS_ACCELERATOR"] == "mps"
     assert "cpu" not in actions
+
+
+def test_eager_cannot_be_forced_on_a_torch_without_torch_compile():
+    policy = choose_compile(cpu_compile_options(TORCH_1_13_CPU, GXX), device="cpu")
+    with pytest.raises(UnavailableError, match="torch.compile arrived in torch 2.0"):
+        apply_compile_request(policy, "eager", device="cpu", torch_has_compile=False)
+    assert apply_compile_request(policy, "none", device="cpu", torch_has_compile=False).backend == "none"
