@@ -186,3 +186,25 @@ def test_import_ezpz_loads_no_compile_or_deepspeed_module():
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize(("build", "backend"), [(TORCH_2_7_MAC, "aot_eager"), (TORCH_2_8_MAC, "inductor")])
+def test_recorded_mac_plan_compiles_per_torch_version_and_names_deepspeeds_mps_accelerator(monkeypatch, build, backend):
+    """A recorded Apple-silicon Mac (macOS 14.5; MPS available) through the real plan, and the lifecycle answer."""
+    from ezpz.builtin import mps
+    from ezpz.calls import Hooks
+
+    monkeypatch.setattr(mps, "probe_mps", lambda: mps.MpsFacts(available=True, macos=(14, 5)))
+    plan, explanation = ezpz.hooks.plan(environ={}, build=build)
+    assert plan.device.candidate.device_type == "mps"
+    assert plan.compile.backend == backend and explanation["compile"].chosen == backend
+    actions = dict(Hooks(ezpz.hooks.get_plugin_host()).before_init(plan))
+    assert actions["mps"].env_defaults["DS_ACCELERATOR"] == "mps"
+    assert "cpu" not in actions
+
+
+def test_eager_cannot_be_forced_on_a_torch_without_torch_compile():
+    policy = choose_compile(cpu_compile_options(TORCH_1_13_CPU, GXX), device="cpu")
+    with pytest.raises(UnavailableError, match="torch.compile arrived in torch 2.0"):
+        apply_compile_request(policy, "eager", device="cpu", torch_has_compile=False)
+    assert apply_compile_request(policy, "none", device="cpu", torch_has_compile=False).backend == "none"

@@ -120,8 +120,11 @@ def parse_compile_request(raw: object, *, name: str) -> str:
 
 
 def apply_compile_request(policy: CompilePolicy, requested: str, *, device: str,
-                          requested_from: str = "EZPZ_COMPILE") -> CompilePolicy:
-    """The plugin's policy with the user's request applied; a backend the device cannot use raises, naming it."""
+                          requested_from: str = "EZPZ_COMPILE", torch_has_compile: bool = True) -> CompilePolicy:
+    """The plugin's policy with the user's request applied; a backend the device cannot use raises, naming it.
+
+    ``eager`` needs only TorchDynamo, so it is available wherever ``torch_has_compile`` (torch 2.0+).
+    """
     device = policy.device or device
     if requested == "auto" or requested == policy.backend:
         if requested != "auto":
@@ -131,10 +134,12 @@ def apply_compile_request(policy: CompilePolicy, requested: str, *, device: str,
     known = [chosen_as_option, *policy.alternatives]
     match = next((o for o in known if o.backend == requested), None)
     if match is None and requested in ALWAYS_AVAILABLE:
-        match = CompileOption(backend=requested, available=True, reason=ALWAYS_AVAILABLE[requested])
+        works = torch_has_compile or requested == "none"
+        match = CompileOption(backend=requested, available=works,
+                              reason=ALWAYS_AVAILABLE[requested] if works else "torch.compile arrived in torch 2.0")
     if match is None or not match.available:
-        usable = [o.backend for o in known if o.available] + [b for b in ALWAYS_AVAILABLE if b not in
-                                                              [o.backend for o in known]]
+        usable = [o.backend for o in known if o.available] + [
+            b for b in ALWAYS_AVAILABLE if b not in [o.backend for o in known] and (torch_has_compile or b == "none")]
         why = f": {match.reason}" if match is not None else ": the device plugin does not offer it"
         raise UnavailableError(
             name=requested_from, value=requested,

@@ -80,7 +80,8 @@ def _compile_policy(hooks: Hooks, cand: DeviceCandidate, build: TorchBuild, sett
 
     answer = hooks.compile_policy(cand, build)
     policy = answer[1] if answer else no_compile_answer(cand.label)
-    return apply_compile_request(policy, settings.compile, device=cand.label, requested_from=settings.compile_from)
+    return apply_compile_request(policy, settings.compile, device=cand.label, requested_from=settings.compile_from,
+                                 torch_has_compile=build.at_least(2, 0))
 
 
 def _no_launch_fix(hooks: Hooks) -> str:
