@@ -248,3 +248,10 @@ def test_fsdp1_refuses_the_cpu_plainly(plain_env):
         plain_env.setenv(key, value)
     with pytest.raises(UnavailableError, match="wrap_model_for_fsdp2"):
         ezpz.wrap_model_for_fsdp(torch.nn.Linear(2, 2))
+
+
+def test_fsdp_strategy_names():
+    assert [ed.resolve_fsdp_strategy(n) for n in ("full-shard", "shard-grad-op", "no-shard")] == [True, False, None]
+    assert ed.resolve_fsdp_strategy("hybrid-shard") == ezpz.get_gpus_per_node()
+    with pytest.raises(ConfigError, match="full-shard"):
+        ed.resolve_fsdp_strategy("zero3")

@@ -93,3 +93,11 @@ def test_bad_all_ranks_value_is_named_at_get_logger(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("EZPZ_LOG_ALL_RANKS", "maybe")
     with pytest.raises(ConfigError, match="EZPZ_LOG_ALL_RANKS"):
         ezpz.get_logger("ezpz.test.bad")
+
+
+def test_default_name_is_the_originals_and_leaves_ezpz_events_alone():
+    code = ("import ezpz; log = ezpz.get_logger(); assert log.name == 'ezpz.log', log.name; "
+            "ezpz.hooks.setup(); log.info('mine %s', 1)")
+    proc = run_python(code, clean_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("[ezpz.log:1] mine 1") and "setup_done" not in proc.stdout + proc.stderr

@@ -232,10 +232,6 @@ def setup_torch(
         _state["mesh"] = build_parallel_mesh(rt, sizes)
     if seed is not None:
         seed_everything(int(seed) + rt.rank)
-    if rt.process_group:
-        # As the original: every rank leaves setup_torch() together, so no rank can finish (and tear its
-        # transport down) while another is still connecting; seen with gloo as "Connection closed by peer".
-        rt.barrier()
     return rt.rank
 
 

@@ -50,6 +50,7 @@ from ezpz.meshes import flatten_device_mesh_safe, init_device_mesh_safe
 from ezpz.timing import timeitlogit
 
 __all__ = [
+    "FSDP_SHARDING_STRATEGIES",
     "TORCH_DTYPES_MAP",
     "all_reduce",
     "barrier",
@@ -78,6 +79,7 @@ __all__ = [
     "log_dict_as_bulleted_list",
     "print_dist_setup",
     "query_environment",
+    "resolve_fsdp_strategy",
     "seed_everything",
     "setup_torch",
     "synchronize",
@@ -263,6 +265,24 @@ def all_reduce(obj: Any, op: Any = None, implementation: str | None = None) -> A
 
 
 # -- model wrapping ----------------------------------------------------------------------------------------------
+
+#: The examples' ``--fsdp-sharding-strategy`` names -> ``wrap_model(reshard_after_forward=...)``
+#: (``"hybrid"``: reshard within a node; ``None``: do not shard, use DDP).
+FSDP_SHARDING_STRATEGIES: dict[str, bool | str | None] = {
+    "full-shard": True, "shard-grad-op": False, "no-shard": None, "hybrid-shard": "hybrid",
+}
+
+
+def resolve_fsdp_strategy(strategy: str) -> bool | int | None:
+    """A sharding-strategy name as ``reshard_after_forward``: True, False, ranks per node (hybrid), or None (DDP)."""
+    if strategy not in FSDP_SHARDING_STRATEGIES:
+        from ezpz.errors import ConfigError
+
+        raise ConfigError(name="resolve_fsdp_strategy(strategy)", value=strategy,
+                          expected=f"one of {', '.join(FSDP_SHARDING_STRATEGIES)}", fix="pick one of those names")
+    value = FSDP_SHARDING_STRATEGIES[strategy]
+    return get_gpus_per_node() if value == "hybrid" else value  # type: ignore[return-value]
+
 
 
 def wrap_model_for_ddp(model: Any) -> Any:

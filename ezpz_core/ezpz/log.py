@@ -125,7 +125,8 @@ def get_logger(
 ) -> logging.Logger:
     """The standard-library logger ``name``, set up so a script's INFO lines show on rank 0.
 
-    :param name: Logger name (``__name__`` in a script); None means ``"ezpz"``.
+    :param name: Logger name (``__name__`` in a script); None means ``"ezpz.log"`` (as the original), which
+        leaves ezpz's own ``ezpz.*`` event loggers without output.
     :param level: Level for this logger; default ``EZPZ_LOG_LEVEL``, else INFO.
     :param rank_zero_only: Keep records below WARNING on rank 0 only.
     :param rank: Accepted for compatibility and ignored: the rank is read when a record is emitted.
@@ -136,7 +137,7 @@ def get_logger(
     """
     global _handler
     del rank, colored_logs
-    logger = logging.getLogger(name if name is not None else "ezpz")
+    logger = logging.getLogger(name if name is not None else __name__)
     logger.setLevel(_level(level))
     _all_ranks(strict=True)
     if rank_zero_only:

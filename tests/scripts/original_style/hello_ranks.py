@@ -35,4 +35,5 @@ print(json.dumps({
     "scheduler": info["SCHEDULER"],
     "double": double(21),
 }), flush=True)
+ezpz.barrier()  # no rank tears down while another is still connecting
 ezpz.cleanup()
