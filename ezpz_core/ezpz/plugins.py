@@ -22,6 +22,7 @@ from ezpz import hookspecs
 from ezpz._log import get_logger
 from ezpz.errors import ConfigError, PluginError
 from ezpz.plugin_names import normalize_dist, normalize_entries
+from ezpz.redact import scrub
 from ezpz.settings import PluginSettings
 
 __all__ = ["ENTRY_POINT_GROUP", "PluginHost", "PluginRecord"]
@@ -221,7 +222,7 @@ class PluginHost:
         old = self.records.get(name) or self._pending.pop(name, None)
         target = target or (old.target if old else name)
         builtin = old.builtin if old else False
-        message = f"{type(error).__name__}: {error}"
+        message = scrub(f"{type(error).__name__}: {error}")  # a plugin's message may quote a token
         record = PluginRecord(name=name, target=target, status="failed", builtin=builtin, error=message, stage=stage,
                               reason=f"quarantined at {stage}", hooks=old.hooks if old else (),
                               dist_name=old.dist_name if old else None, dist_version=old.dist_version if old else None)

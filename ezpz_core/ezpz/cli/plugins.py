@@ -9,6 +9,7 @@ from typing import Any
 
 from ezpz.cli._util import table
 from ezpz.plugins import PluginHost
+from ezpz.redact import scrub
 
 __all__ = ["add_parser", "driver_rows", "plugin_rows", "run"]
 
@@ -66,5 +67,6 @@ def run(args: argparse.Namespace) -> int:
     import ezpz
 
     plugins, drivers = plugin_rows(ezpz.hooks.get_plugin_host()), driver_rows()
-    print(json.dumps({"plugins": plugins, "launchers": drivers}, indent=2) if args.json else _text(plugins, drivers))
+    out = json.dumps({"plugins": plugins, "launchers": drivers}, indent=2) if args.json else _text(plugins, drivers)
+    print(scrub(out))
     return 1 if any(p["status"] in ("failed", "refused") for p in plugins) else 0
