@@ -83,9 +83,10 @@ def _launch() -> LaunchEnv:
     if rt is not None:
         return rt.plan.launch
     from ezpz.calls import Hooks
+    from ezpz.environ import snapshot
     from ezpz.facts import LaunchEnv
 
-    found = Hooks(hooks.get_plugin_host()).detect_launch_env(os.environ)
+    found = Hooks(hooks.get_plugin_host()).detect_launch_env(snapshot(os.environ))
     return found[1] if found else LaunchEnv(launcher="single", reason="no launch-environment plugin answered")
 
 
