@@ -70,6 +70,23 @@ def test_size_and_line_caps(tmp_path, sparse_10g):
     assert len(list(read_lines(many, max_lines=50))) == 50
 
 
+def test_a_read_that_hangs_is_abandoned(tmp_path, monkeypatch):
+    """A hung network file system blocks in read(); simulated by a read that sleeps past the bound."""
+    import threading
+
+    import ezpz.inputs
+
+    release = threading.Event()
+    monkeypatch.setattr(ezpz.inputs, "_read", lambda path, max_bytes: release.wait(30) and b"")
+    path = tmp_path / "hosts"
+    path.write_text("n1\n")
+    try:
+        with pytest.raises(InputFileError, match="took longer than 0.2s"):
+            list(read_lines(path, timeout_s=0.2))
+    finally:
+        release.set()
+
+
 def test_hostfile_formats_and_addresses_are_accepted(tmp_path):
     path = tmp_path / "hosts"
     path.write_text("# PBS, MPICH and Open MPI lines\nx1000c0s0b0n0\nx1000c0s0b0n0\nnid001:4\n"
