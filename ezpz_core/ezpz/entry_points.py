@@ -64,10 +64,15 @@ def is_builtin(ep: importlib.metadata.EntryPoint) -> bool:
     return normalize_dist(origin(ep)[0]) == CORE_DISTRIBUTION
 
 
-def scan(entry_points: Iterable[importlib.metadata.EntryPoint]) -> list[Found]:
-    """Classify entry points (in ``sys.path`` order) without importing anything."""
+def scan(entry_points: Iterable[importlib.metadata.EntryPoint],
+         reserved_names: frozenset[str] = RESERVED_NAMES) -> list[Found]:
+    """Classify entry points (in ``sys.path`` order) without importing anything.
+
+    ``reserved_names`` (plus every name ezpz's own distribution declares in the
+    group) can only be held by ezpz.
+    """
     eps = list(entry_points)
-    reserved = RESERVED_NAMES | {ep.name for ep in eps if is_builtin(ep)}
+    reserved = reserved_names | {ep.name for ep in eps if is_builtin(ep)}
     owners: dict[str, str] = {}
     found: list[Found] = []
     for ep in eps:
