@@ -217,3 +217,16 @@ def test_odd_separator_is_an_error_in_strict_mode():
     with pytest.raises(ConfigError) as err:
         host.discover()
     assert err.value.name == "EZPZ_DISABLE_PLUGINS" and err.value.value == "cuda;xpu"
+
+
+def test_a_failed_launchers_plugin_is_not_called_disabled():
+    """Was: a MemoryError quarantined 'launchers' and the error then told the user to re-enable it."""
+    from ezpz.errors import UnavailableError
+    from ezpz.testing import make_host, make_plan
+
+    host = make_host()
+    host.quarantine("launchers", MemoryError("simulated"), stage="hook ezpz_detect_launch_env")
+    with pytest.raises(UnavailableError) as err:
+        make_plan(host)
+    assert "failed at hook ezpz_detect_launch_env" in err.value.fix and "MemoryError" in err.value.fix
+    assert "disabled" not in err.value.fix
