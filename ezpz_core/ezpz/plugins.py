@@ -22,7 +22,6 @@ from ezpz import hookspecs
 from ezpz._log import get_logger
 from ezpz.errors import ConfigError, PluginError
 from ezpz.plugin_names import normalize_dist, normalize_entries
-from ezpz.redact import scrub
 from ezpz.settings import PluginSettings
 
 __all__ = ["ENTRY_POINT_GROUP", "PluginHost", "PluginRecord"]
@@ -222,6 +221,8 @@ class PluginHost:
         old = self.records.get(name) or self._pending.pop(name, None)
         target = target or (old.target if old else name)
         builtin = old.builtin if old else False
+        from ezpz.redact import scrub
+
         message = scrub(f"{type(error).__name__}: {error}")  # a plugin's message may quote a token
         record = PluginRecord(name=name, target=target, status="failed", builtin=builtin, error=message, stage=stage,
                               reason=f"quarantined at {stage}", hooks=old.hooks if old else (),
