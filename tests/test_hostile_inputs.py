@@ -230,3 +230,14 @@ def test_a_failed_launchers_plugin_is_not_called_disabled():
         make_plan(host)
     assert "failed at hook ezpz_detect_launch_env" in err.value.fix and "MemoryError" in err.value.fix
     assert "disabled" not in err.value.fix
+
+
+@pytest.mark.parametrize("raw", ["abc", "nan", "1e99", "0"])
+def test_torch_ddp_timeout_is_checked_and_named(monkeypatch, raw):
+    from ezpz import compat
+
+    monkeypatch.delenv("EZPZ_TIMEOUT", raising=False)
+    monkeypatch.setenv("TORCH_DDP_TIMEOUT", raw)
+    with pytest.raises(ConfigError) as err:
+        compat.setup_torch()
+    assert err.value.name == "TORCH_DDP_TIMEOUT"

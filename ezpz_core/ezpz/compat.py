@@ -153,15 +153,21 @@ def setup_torch(
     if kwargs:
         raise TypeError(f"setup_torch() got unexpected keyword argument(s): {', '.join(sorted(kwargs))}")
     explicit = any(v is not None for v in (collective, timeout, device, precision))
+    timeout_from = "setup_torch(timeout=...)"
     if timeout is None and os.environ.get("TORCH_DDP_TIMEOUT", "").strip() and not os.environ.get("EZPZ_TIMEOUT"):
-        timeout = os.environ["TORCH_DDP_TIMEOUT"]
+        timeout, timeout_from = os.environ["TORCH_DDP_TIMEOUT"], "TORCH_DDP_TIMEOUT"
+    if timeout is not None:  # checked here so the error names where it came from (1 s .. 7 days, as EZPZ_TIMEOUT)
+        from ezpz.settings import TIMEOUT_RANGE_S, seconds_in_range
+
+        timeout = seconds_in_range(timeout, timeout_from, TIMEOUT_RANGE_S,
+                                   fix=f"set {timeout_from} to a number of seconds from 1 to 604800, e.g. 300")
     if port is not None and not os.environ.get("MASTER_PORT"):
         os.environ["MASTER_PORT"] = str(int(port))
         _state["master_port"] = os.environ["MASTER_PORT"]
     rt = hooks.get_runtime()
     if rt is None or explicit:
         rt = hooks.setup(device=device, backend=collective, precision=precision,
-                         timeout=None if timeout is None else float(timeout))
+                         timeout=timeout)
     _state["plan_key"] = None
     if seed is not None:
         seed_everything(int(seed) + rt.rank)
