@@ -70,6 +70,23 @@ def test_size_and_line_caps(tmp_path, sparse_10g):
     assert len(list(read_lines(many, max_lines=50))) == 50
 
 
+def test_a_read_that_hangs_is_abandoned(tmp_path, monkeypatch):
+    """A hung network file system blocks in read(); simulated by a read that sleeps past the bound."""
+    import threading
+
+    import ezpz.inputs
+
+    release = threading.Event()
+    monkeypatch.setattr(ezpz.inputs, "_read", lambda path, max_bytes: release.wait(30) and b"")
+    path = tmp_path / "hosts"
+    path.write_text("n1\n")
+    try:
+        with pytest.raises(InputFileError, match="took longer than 0.2s"):
+            list(read_lines(path, timeout_s=0.2))
+    finally:
+        release.set()
+
+
 def test_hostfile_formats_and_addresses_are_accepted(tmp_path):
     path = tmp_path / "hosts"
     path.write_text("# PBS, MPICH and Open MPI lines\nx1000c0s0b0n0\nx1000c0s0b0n0\nnid001:4\n"
@@ -200,3 +217,27 @@ def test_odd_separator_is_an_error_in_strict_mode():
     with pytest.raises(ConfigError) as err:
         host.discover()
     assert err.value.name == "EZPZ_DISABLE_PLUGINS" and err.value.value == "cuda;xpu"
+
+
+def test_a_failed_launchers_plugin_is_not_called_disabled():
+    """Was: a MemoryError quarantined 'launchers' and the error then told the user to re-enable it."""
+    from ezpz.errors import UnavailableError
+    from ezpz.testing import make_host, make_plan
+
+    host = make_host()
+    host.quarantine("launchers", MemoryError("simulated"), stage="hook ezpz_detect_launch_env")
+    with pytest.raises(UnavailableError) as err:
+        make_plan(host)
+    assert "failed at hook ezpz_detect_launch_env" in err.value.fix and "MemoryError" in err.value.fix
+    assert "disabled" not in err.value.fix
+
+
+@pytest.mark.parametrize("raw", ["abc", "nan", "1e99", "0"])
+def test_torch_ddp_timeout_is_checked_and_named(monkeypatch, raw):
+    from ezpz import compat
+
+    monkeypatch.delenv("EZPZ_TIMEOUT", raising=False)
+    monkeypatch.setenv("TORCH_DDP_TIMEOUT", raw)
+    with pytest.raises(ConfigError) as err:
+        compat.setup_torch()
+    assert err.value.name == "TORCH_DDP_TIMEOUT"

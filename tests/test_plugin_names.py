@@ -115,6 +115,20 @@ def test_plugins_and_doctor_list_it_as_refused(squat_dir):
     assert not _marker(squat_dir).exists()
 
 
+def test_a_squatting_launch_driver_is_never_imported(squat_dir):
+    env = clean_env(PYTHONPATH=str(squat_dir))
+    proc = subprocess.run([sys.executable, "-m", "ezpz", "launch", "--dry-run", "--launcher", "mpiexec", "-n", "2",
+                           "--", "true"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "mpiexec"
+    proc = subprocess.run([sys.executable, "-m", "ezpz", "plugins", "--json"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    drivers = [d for d in json.loads(proc.stdout)["launchers"] if d["name"] == "mpiexec"]
+    assert {(d["distribution"], d.get("refused")) for d in drivers} == {
+        ("ezpz", None), ("acme-fast-cpu", "name 'mpiexec' is reserved by ezpz")}
+    assert not _marker(squat_dir).exists()
+
+
 def test_strict_mode_refuses_to_start(squat_dir):
     proc = run_python("import ezpz; ezpz.hooks.setup()", clean_env(PYTHONPATH=str(squat_dir), EZPZ_STRICT_PLUGINS="1"))
     assert proc.returncode != 0 and "reserved by ezpz" in proc.stderr and "acme-fast-cpu" in proc.stderr

@@ -42,6 +42,13 @@ def _rank_filter(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, 
     return event
 
 
+def _scrub(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Secrets out of every event value (:mod:`ezpz.redact`), before any renderer sees them."""
+    from ezpz.redact import scrub_data
+
+    return {k: scrub_data(v) if isinstance(v, (str, list, tuple, dict)) else v for k, v in event.items()}
+
+
 def _render(_logger: Any, _method: str, event: dict[str, Any]) -> str:
     name = event.pop("event", "")
     extras = " ".join(f"{k}={v!r}" if isinstance(v, str) and " " in v else f"{k}={v}" for k, v in event.items())
@@ -79,7 +86,8 @@ class _Logger:
         if _structlog_configured():
             import structlog
 
-            getattr(structlog.get_logger(self._name).bind(**self._context), method)(event, **kw)
+            scrubbed = _Scrubbed(structlog.get_logger(self._name).bind(**_scrub(None, "", self._context)))
+            getattr(scrubbed, method)(event, **kw)
             return
         level = _LEVELS[method]
         if not self._std.isEnabledFor(level):
@@ -91,7 +99,7 @@ class _Logger:
             if rank != 0 and method in _QUIET_LEVELS and not _state["all_ranks"]:
                 return
             values.setdefault("rank", rank)
-        self._std.log(level, _render(self._std, method, values), exc_info=exc_info, stacklevel=3)
+        self._std.log(level, _render(self._std, method, _scrub(None, method, values)), exc_info=exc_info, stacklevel=3)
 
     def debug(self, event: str, **kw: Any) -> None:
         self._emit("debug", event, kw)
@@ -119,3 +127,27 @@ class _Logger:
 def get_logger(name: str = "ezpz") -> Any:
     """A bound logger for ``name`` that respects the rank filter (structlog's API; structlog loaded only if configured)."""
     return _Logger(name)
+
+
+class _Scrubbed:
+    """An application-configured structlog logger, given ezpz's events with secrets already scrubbed."""
+
+    _LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "msg", "fatal"})
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def bind(self, **kw: Any) -> _Scrubbed:
+        return _Scrubbed(self._inner.bind(**_scrub(None, "", kw)))
+
+    def __getattr__(self, method: str) -> Any:
+        target = getattr(self._inner, method)
+        if method not in self._LEVELS:
+            return target
+
+        def call(event: Any = None, *args: Any, **kw: Any) -> Any:
+            clean = _scrub(None, method, {"event": event, **kw})
+            return target(clean.pop("event"), *args, **clean)
+
+        return call
+

@@ -120,9 +120,10 @@ def _launch() -> LaunchEnv:
     if rt is not None:
         return rt.plan.launch
     from ezpz.calls import Hooks
+    from ezpz.environ import snapshot
     from ezpz.facts import LaunchEnv
 
-    found = Hooks(hooks.get_plugin_host()).detect_launch_env(os.environ)
+    found = Hooks(hooks.get_plugin_host()).detect_launch_env(snapshot(os.environ))
     return found[1] if found else LaunchEnv(launcher="single", reason="no launch-environment plugin answered")
 
 
@@ -213,8 +214,14 @@ def setup_torch(
     if device_id is not None and device is None:
         device = _device_for_id(device_id)
     explicit = any(v is not None for v in (collective, timeout, device, precision))
+    timeout_from = "setup_torch(timeout=...)"
     if timeout is None and os.environ.get("TORCH_DDP_TIMEOUT", "").strip() and not os.environ.get("EZPZ_TIMEOUT"):
-        timeout = os.environ["TORCH_DDP_TIMEOUT"]
+        timeout, timeout_from = os.environ["TORCH_DDP_TIMEOUT"], "TORCH_DDP_TIMEOUT"
+    if timeout is not None:  # checked here so the error names where it came from (1 s .. 7 days, as EZPZ_TIMEOUT)
+        from ezpz.settings import TIMEOUT_RANGE_S, seconds_in_range
+
+        timeout = seconds_in_range(timeout, timeout_from, TIMEOUT_RANGE_S,
+                                   fix=f"set {timeout_from} to a number of seconds from 1 to 604800, e.g. 300")
     if port is not None and not os.environ.get("MASTER_PORT"):
         os.environ["MASTER_PORT"] = str(int(port))
         _state["master_port"] = os.environ["MASTER_PORT"]
@@ -224,7 +231,7 @@ def setup_torch(
     rt = hooks.get_runtime()
     if rt is None or explicit:
         rt = hooks.setup(device=device, backend=collective, precision=precision,
-                         timeout=None if timeout is None else float(timeout))
+                         timeout=timeout)
     _state["plan_key"] = None
     if any(v > 1 for v in sizes.values()):
         from ezpz.meshes import build_parallel_mesh

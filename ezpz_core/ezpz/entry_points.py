@@ -47,16 +47,35 @@ class Found:
     entry_point: importlib.metadata.EntryPoint
 
 
+def _headers(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
+    """``Name`` and ``Version`` from the metadata file's header lines (no full RFC 822 parse: this runs at import)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    name = version = None
+    for line in text.splitlines():
+        if not line.strip():
+            break  # end of the headers
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "name" and name is None:
+            name = value.strip() or None
+        elif key.strip().lower() == "version" and version is None:
+            version = value.strip() or None
+        if name and version:
+            break
+    return name, version
+
+
 def origin(ep: importlib.metadata.EntryPoint) -> tuple[str, str]:
     """``(distribution, version)`` that declares ``ep``; ``("unknown", "unknown")`` only if metadata has none."""
     dist = getattr(ep, "dist", None)
     if dist is None:
         return ("unknown", "unknown")
     try:
-        name = dist.metadata["Name"] or getattr(dist, "name", None) or "unknown"
-    except Exception:  # pragma: no cover - unreadable METADATA
-        name = "unknown"
-    return (str(name), str(dist.version or "unknown"))
+        name, version = _headers(dist)
+        if name is None or version is None:  # unusual metadata: let importlib.metadata parse it fully
+            name, version = name or dist.metadata["Name"], version or dist.version
+    except Exception:  # pragma: no cover - unreadable metadata
+        return ("unknown", "unknown")
+    return (str(name or "unknown"), str(version or "unknown"))
 
 
 def is_builtin(ep: importlib.metadata.EntryPoint) -> bool:
@@ -64,15 +83,29 @@ def is_builtin(ep: importlib.metadata.EntryPoint) -> bool:
     return normalize_dist(origin(ep)[0]) == CORE_DISTRIBUTION
 
 
-def scan(entry_points: Iterable[importlib.metadata.EntryPoint]) -> list[Found]:
-    """Classify entry points (in ``sys.path`` order) without importing anything."""
+def scan(entry_points: Iterable[importlib.metadata.EntryPoint],
+         reserved_names: frozenset[str] = RESERVED_NAMES) -> list[Found]:
+    """Classify entry points (in ``sys.path`` order) without importing anything.
+
+    ``reserved_names`` (plus every name ezpz's own distribution declares in the
+    group) can only be held by ezpz.
+    """
     eps = list(entry_points)
-    reserved = RESERVED_NAMES | {ep.name for ep in eps if is_builtin(ep)}
+    origins: dict[int, tuple[str, str]] = {}  # entry points of one distribution share its Distribution object
+    for ep in eps:
+        key = id(getattr(ep, "dist", None))
+        if key not in origins:
+            origins[key] = origin(ep)
+
+    def core(ep: importlib.metadata.EntryPoint) -> bool:
+        return normalize_dist(origins[id(getattr(ep, "dist", None))][0]) == CORE_DISTRIBUTION
+
+    reserved = reserved_names | {ep.name for ep in eps if core(ep)}
     owners: dict[str, str] = {}
     found: list[Found] = []
     for ep in eps:
-        dist, version = origin(ep)
-        builtin = is_builtin(ep)
+        dist, version = origins[id(getattr(ep, "dist", None))]
+        builtin = core(ep)
         refused: str | None = None
         if builtin:
             if ep.name in owners:  # ezpz itself twice on sys.path: keep the first

@@ -29,12 +29,21 @@ class Explanation:
         raise KeyError(topic)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """Plain data for JSON, secrets scrubbed (:mod:`ezpz.redact`)."""
+        from ezpz.redact import scrub_data
+
+        return scrub_data({
             "decisions": [attrs.asdict(d, value_serializer=_jsonable) for d in self.decisions],
             "plugins": [dict(p) for p in self.plugins],
-        }
+        })
 
     def __str__(self) -> str:
+        """The trace as text, secrets scrubbed (:mod:`ezpz.redact`)."""
+        from ezpz.redact import scrub
+
+        return scrub(self._text())
+
+    def _text(self) -> str:
         lines: list[str] = []
         for d in self.decisions:
             lines.append(f"{d.topic}: {d.chosen}")

@@ -110,6 +110,7 @@ def setup(
     import attrs
 
     from ezpz.calls import Hooks
+    from ezpz.environ import apply_env_defaults
     from ezpz.planning import explain_plan, plan_setup
     from ezpz.probe import probe_torch_build
     from ezpz.runtime import Runtime
@@ -134,19 +135,24 @@ def setup(
         log.warning("launch_variables_ignored", launcher=the_plan.launch.launcher,
                     ignored=", ".join(the_plan.launch.ignored), why=the_plan.launch.sources.get("ignored", ""))
 
-    actions = hooks.before_init(the_plan)
-    for i, (plugin, action) in enumerate(actions):
-        kept: list[str] = []
-        for key, value in action.env_defaults.items():
-            if key not in os.environ:
-                os.environ[key] = value
-                _applied_env[key] = value
-            elif os.environ[key] != value and key not in _applied_env:
-                kept.append(f"{key}={os.environ[key]} set by the user was kept (the plugin proposed {value})")
-        if kept:
-            actions[i] = (plugin, attrs.evolve(action, reason=f"{action.reason}; {'; '.join(kept)}"))
-            action = actions[i][1]
-        log.info("lifecycle", plugin=plugin, action=action.reason, env_defaults=dict(action.env_defaults))
+    actions = []
+    env_changes: dict[str, dict[str, str]] = {}
+    for plugin, action in hooks.before_init(the_plan):
+        try:
+            applied, kept = apply_env_defaults(action.env_defaults)
+        except TypeError as err:  # a bad return value is the plugin's fault: quarantine it, like any other
+            hooks.host.quarantine(plugin, err, stage="hook ezpz_before_init")
+            continue
+        overridden = [f"{k}={v} set by the user was kept (the plugin proposed {action.env_defaults[k]})"
+                      for k, v in kept.items() if v != action.env_defaults[k] and k not in _applied_env]
+        if overridden:
+            action = attrs.evolve(action, reason=f"{action.reason}; {'; '.join(overridden)}")
+        actions.append((plugin, action))
+        _applied_env.update(applied)
+        env_changes[plugin] = {**{k: f"set to {v!r}" for k, v in applied.items()},
+                               **{k: f"kept {v!r} (already set)" for k, v in kept.items()}}
+        log.info("lifecycle", plugin=plugin, action=action.reason, env_defaults=dict(action.env_defaults),
+                 env_set=sorted(applied), env_kept=sorted(kept))
 
     import torch
 
@@ -174,7 +180,8 @@ def setup(
 
         explanation = attrs.evolve(
             explanation,
-            decisions=(*explanation.decisions, *(Decision(topic="lifecycle", chosen=p, reason=a.reason) for p, a in actions)),
+            decisions=(*explanation.decisions, *(Decision(topic="lifecycle", chosen=p, reason=a.reason,
+                                                          details=env_changes.get(p, {})) for p, a in actions)),
         )
     launch = the_plan.launch
     runtime = Runtime(

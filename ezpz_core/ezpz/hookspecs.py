@@ -36,7 +36,8 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
     where the platform allows, so forked data-loader workers stay safe.
 
     :param build: The installed torch's build facts.
-    :param environ: The process environment (read it; never write it).
+    :param environ: A read-only snapshot of the process environment; writing raises
+        :class:`ezpz.environ.EnvironWriteError` and quarantines the plugin.
     :return: A :class:`~ezpz.facts.ProbeReport` whose candidates carry a
         priority and reason and whose rejections say why ("torch built without
         XPU"), or None when the plugin has nothing to say.
@@ -105,7 +106,8 @@ def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv | None:
     knows torchrun, Open MPI, MPICH/Hydra, Cray PALS, PMIx, Slurm and single
     process; a site plugin can answer first for its own launcher.
 
-    :param environ: The process environment.
+    :param environ: A read-only snapshot of the process environment; writing raises
+        :class:`ezpz.environ.EnvironWriteError` and quarantines the plugin.
     :return: A :class:`~ezpz.facts.LaunchEnv`, or None. Leave ``master_addr``/
         ``master_port`` as None to have the core derive them
         (:func:`ezpz.launch.resolve_rendezvous`).

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 
 from ezpz.calls import Hooks
+from ezpz.environ import snapshot
 from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport, SetupPlan
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.explain import Explanation
@@ -29,6 +30,7 @@ def _no_answer(hook: str, device: DeviceCandidate) -> UnavailableError:
 
 
 def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str], build: TorchBuild) -> SetupPlan:
+    environ = snapshot(environ)  # every hook reads the same copy; a write raises in the hook (ezpz.environ)
     found = hooks.detect_launch_env(environ)
     if found is None:
         raise UnavailableError(

@@ -222,7 +222,9 @@ class PluginHost:
         old = self.records.get(name) or self._pending.pop(name, None)
         target = target or (old.target if old else name)
         builtin = old.builtin if old else False
-        message = f"{type(error).__name__}: {error}"
+        from ezpz.redact import scrub
+
+        message = scrub(f"{type(error).__name__}: {error}")  # a plugin's message may quote a token
         record = PluginRecord(name=name, target=target, status="failed", builtin=builtin, error=message, stage=stage,
                               reason=f"quarantined at {stage}", hooks=old.hooks if old else (),
                               dist_name=old.dist_name if old else None, dist_version=old.dist_version if old else None)

@@ -22,6 +22,7 @@ import ezpz
 from ezpz.cli import doctor, launch, plugins, smoke
 from ezpz.cli._util import err
 from ezpz.errors import ConfigError, EzpzError
+from ezpz.redact import ScrubFilter
 
 __all__ = ["build_parser", "main"]
 
@@ -51,6 +52,7 @@ def configure_logging(verbose: int, quiet: bool) -> Any:
     level = logging.ERROR if quiet else max(logging.DEBUG, logging.WARNING - 10 * verbose)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(ScrubFilter())  # any record, ezpz's or a library's, leaves without secrets
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

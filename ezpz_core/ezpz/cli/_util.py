@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from ezpz.redact import REDACTED, is_secret, redacted_names
+from ezpz.redact import scrub as _scrub
+
 __all__ = ["REDACTED", "err", "is_secret", "jsonable", "relevant_env", "scrub", "table"]
 
-REDACTED = "<redacted>"
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|_KEY$|^KEY$", re.IGNORECASE)
 _PREFIXES = (
     "EZPZ_", "TORCH_", "PYTORCH_", "TORCHELASTIC_", "MASTER_", "OMPI_", "PMI_", "PMIX_", "PALS_", "MPICH_", "I_MPI_",
     "MPI_LOCAL", "SLURM_", "PBS_", "COBALT_", "LSB_", "FLUX_", "ZE_", "NCCL_", "RCCL_", "CCL_", "HIP_", "ROCR_",
@@ -23,28 +22,21 @@ _NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", 
 
 
 def err(*parts: object) -> None:
-    """A line for the user on stderr."""
-    print(*parts, file=sys.stderr, flush=True)
-
-
-def is_secret(name: str) -> bool:
-    """Names that look like credentials: ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*API_KEY*``, ``*_KEY``."""
-    return bool(_SECRET.search(name))
+    """A line for the user on stderr, secrets scrubbed (:mod:`ezpz.redact`)."""
+    print(_scrub(" ".join(str(p) for p in parts)), file=sys.stderr, flush=True)
 
 
 def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
     """Variables that change what ezpz decides (ezpz, torch, launchers, vendor runtimes), secrets redacted."""
     keep = {k: v for k, v in environ.items()
             if k.startswith(_PREFIXES) or k in _NAMES or k.endswith("_VISIBLE_DEVICES")}
-    return {k: (REDACTED if is_secret(k) else v) for k, v in sorted(keep.items())}
+    secret = set(redacted_names(environ))
+    return {k: (REDACTED if k in secret else v) for k, v in sorted(keep.items())}
 
 
 def scrub(text: str, environ: Mapping[str, str]) -> str:
-    """Remove the value of every secret-looking variable from ``text``, wherever it turned up."""
-    for name, value in environ.items():
-        if len(value) >= 4 and is_secret(name):
-            text = text.replace(value, REDACTED).replace(json.dumps(value)[1:-1], REDACTED)
-    return text
+    """Remove secrets from ``text`` (see :mod:`ezpz.redact`): values, URL user-info, secret query parameters."""
+    return _scrub(text, environ)
 
 
 def jsonable(value: Any) -> Any:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 from typing import Any
 
 from ezpz.cli._util import table
 from ezpz.plugins import PluginHost
+from ezpz.redact import scrub
 
 __all__ = ["add_parser", "driver_rows", "plugin_rows", "run"]
 
@@ -33,13 +33,12 @@ def plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
 
 def driver_rows() -> list[dict[str, Any]]:
     """One row per launch driver entry point (group ``ezpz.launchers``); none is imported."""
-    from ezpz.launchers import GROUP
+    from ezpz.launchers.registry import scan_drivers
 
     rows = []
-    for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
-        dist = getattr(ep, "dist", None)
-        rows.append({"name": ep.name, "target": ep.value, "distribution": dist.name if dist else "unknown",
-                     "version": dist.version if dist else "unknown"})
+    for f in sorted(scan_drivers(), key=lambda f: (f.name, f.refused is not None)):
+        row = {"name": f.name, "target": f.target, "distribution": f.distribution, "version": f.version}
+        rows.append({**row, "refused": f.refused} if f.refused else row)
     return rows
 
 
@@ -57,7 +56,9 @@ def _text(plugins: list[dict[str, Any]], drivers: list[dict[str, Any]]) -> str:
     lines = ["plugins (entry-point group 'ezpz')",
              *table(rows, ["NAME", "STATUS", "DISTRIBUTION", "VERSION", "HOOKS / WHY"])]
     lines += ["", "launch drivers (entry-point group 'ezpz.launchers', for ezpz launch --launcher NAME)",
-              *table([[d["name"], d["distribution"], d["version"], d["target"]] for d in drivers],
+              *table([[d["name"], d["distribution"], d["version"],
+                       d["target"] + (f" (refused: {d['refused']}, never imported)" if d.get("refused") else "")]
+                      for d in drivers],
                      ["NAME", "DISTRIBUTION", "VERSION", "TARGET"])]
     return "\n".join(lines)
 
@@ -66,5 +67,6 @@ def run(args: argparse.Namespace) -> int:
     import ezpz
 
     plugins, drivers = plugin_rows(ezpz.hooks.get_plugin_host()), driver_rows()
-    print(json.dumps({"plugins": plugins, "launchers": drivers}, indent=2) if args.json else _text(plugins, drivers))
+    out = json.dumps({"plugins": plugins, "launchers": drivers}, indent=2) if args.json else _text(plugins, drivers)
+    print(scrub(out))
     return 1 if any(p["status"] in ("failed", "refused") for p in plugins) else 0

@@ -21,6 +21,7 @@ from ezpz.cli._util import err
 from ezpz.cli.launch import add_launch_flags, describe, execute
 from ezpz.launchers import Command, LaunchPlan, Layout, prepare
 from ezpz.launchers.base import Allocation
+from ezpz.redact import scrub
 
 __all__ = ["add_parser", "run"]
 
@@ -100,5 +101,5 @@ def run(args: argparse.Namespace) -> int:
             err(f"ezpz test: FAILED: the job exited 0 but wrote no report to {report_path}")
             return 1
         report = json.loads(report_path.read_text())
-    print(json.dumps(report, indent=2) if args.json else _summary(report, plan, wall))
+    print(scrub(json.dumps(report, indent=2) if args.json else _summary(report, plan, wall)))
     return 0

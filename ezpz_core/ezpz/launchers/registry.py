@@ -17,12 +17,28 @@ GROUP = "ezpz.launchers"
 DEFAULT_ORDER: tuple[str, ...] = ("srun", "torchrun", "mpiexec")
 
 
+def vetted() -> dict[str, Any]:
+    """Driver entry points by name, minus those refused (:mod:`ezpz.entry_points`); nothing is imported.
+
+    A driver is built-in when ezpz's own distribution declares it; another
+    distribution's ``mpiexec``, ``srun`` or ``torchrun`` (or a second claim on
+    a taken name) is refused, so ``--launcher NAME`` always means one driver.
+    """
+    return {f.name: f for f in scan_drivers() if f.refused is None}
+
+
+def scan_drivers() -> list[Any]:
+    """Every driver entry point with its distribution and, if refused, why."""
+    import importlib.metadata
+
+    from ezpz.entry_points import scan
+
+    return scan(importlib.metadata.entry_points(group=GROUP), reserved_names=frozenset(DEFAULT_ORDER))
+
+
 def installed() -> list[str]:
     """Names of the installed launch drivers (entry points only; nothing is imported)."""
-    from stevedore import NamedExtensionManager
-
-    lister = NamedExtensionManager(GROUP, names=[], on_missing_entrypoints_callback=None)
-    return sorted({ep.name for ep in lister.list_entry_points()})
+    return sorted(vetted())
 
 
 def selection_order(names: Iterable[str]) -> list[str]:
@@ -38,15 +54,24 @@ def load(name: str) -> Launcher:
     def failed(_manager: Any, ep: Any, err: BaseException) -> None:
         raise EzpzError(f"launcher {name!r} ({ep.value}) failed to load: {type(err).__name__}: {err}") from err
 
-    names = installed()  # checked first: stevedore's DriverManager warns about a missing name on its own
+    drivers = vetted()  # checked first: stevedore's DriverManager warns about a missing name on its own
+    names = sorted(drivers)
     if name not in names:
         raise ConfigError(
             name="--launcher", value=name, expected=f"an installed launcher: {', '.join(names) or 'none installed'}",
             fix=f"pick one of {', '.join(names)}, or install a package that registers {name!r} "
                 f"in entry-point group {GROUP!r}",
         )
+    chosen = drivers[name].entry_point
+
+    class Vetted(DriverManager):  # type: ignore[type-arg]
+        """stevedore, loading only the vetted entry point (never another distribution's under the same name)."""
+
+        def list_entry_points(self) -> list[Any]:
+            return [chosen]
+
     try:
-        manager = DriverManager(GROUP, name, invoke_on_load=True, on_load_failure_callback=failed)
+        manager = Vetted(GROUP, name, invoke_on_load=True, on_load_failure_callback=failed)
     except NoMatches as err:  # listed but not loadable (e.g. its distribution's requirements are missing)
         raise EzpzError(f"launcher {name!r} is registered but could not be loaded: {err}") from None
     return manager.driver
