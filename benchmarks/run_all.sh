@@ -2,6 +2,6 @@
 # Run every benchmark; each prints its figure against a baseline measured in the same run.
 set -euo pipefail
 cd "$(dirname "$0")"
-for b in bench_import.py bench_setup.py bench_train_step.py bench_torchrun_setup.py; do
+for b in bench_import.py bench_cold_start.py bench_setup.py bench_hook_deadline.py bench_discovery.py bench_train_step.py bench_torchrun_setup.py; do
   echo "== $b"; python "$b"; echo
 done
