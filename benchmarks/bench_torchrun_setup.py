@@ -35,7 +35,9 @@ import gc, json, os, time, torch, ezpz
 gc.collect()  # both variants pay torch's deferred full collection before the timer
 """ + WAIT + """
 t = time.perf_counter(); rt = ezpz.hooks.setup(); dt = time.perf_counter() - t
-print(json.dumps({"rank": rt.rank, "s": dt})); ezpz.hooks.teardown()
+print(json.dumps({"rank": rt.rank, "s": dt}))
+torch.distributed.barrier()  # no rank tears down while a slower one is still connecting
+ezpz.hooks.teardown()
 """
 EZPZ_WARM = EZPZ.replace("gc.collect()", "ezpz.hooks.plan()  # loads the decision modules (no process group)\ngc.collect()", 1)
 PLAIN = """
@@ -45,7 +47,9 @@ gc.collect()
 t = time.perf_counter()
 dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=300))
 dt = time.perf_counter() - t
-print(json.dumps({"rank": dist.get_rank(), "s": dt})); dist.destroy_process_group()
+print(json.dumps({"rank": dist.get_rank(), "s": dt}))
+dist.barrier()  # no rank tears down while a slower one is still connecting
+dist.destroy_process_group()
 """
 
 #: What a hand-written script does besides init_process_group: the device and backend lookups ezpz replaces.
