@@ -89,7 +89,8 @@ def plan(
         raise _host_error
     env = os.environ if environ is None else environ
     settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)
-    the_plan = plan_setup(Hooks(_host), settings, env, build or probe_torch_build())
+    hooks, the_build = Hooks(_host), build or probe_torch_build()
+    the_plan = hooks.watched(lambda: plan_setup(hooks, settings, env, the_build))  # one hand-off for all hooks
     return the_plan, explain_plan(the_plan, settings, _plugin_rows(_host))
 
 
@@ -123,8 +124,8 @@ def setup(
                 "Call ezpz.hooks.teardown() before setting up again with other options"
             )
         return _runtime
-    hooks = Hooks(_host)
-    the_plan = plan_setup(hooks, settings, env, probe_torch_build())
+    hooks, build = Hooks(_host), probe_torch_build()
+    the_plan = hooks.watched(lambda: plan_setup(hooks, settings, env, build))  # one hand-off for all its hooks
     _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
     log = _log.get_logger("ezpz.setup")
 
