@@ -13,7 +13,7 @@ Every hook call runs on the hook worker under ``EZPZ_HOOK_TIMEOUT``
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ezpz._log import get_logger
@@ -40,9 +40,16 @@ class Hooks:
 
     def _call(self, hook: str, kwargs: Mapping[str, Any], expect: type | tuple[type, ...], *, first: bool) -> list[tuple[str, Any]]:
         """Call every plugin's ``hook`` on the hook worker, under the deadline."""
+        return self.watched(lambda: self._call_plugins(hook, kwargs, expect, first=first))
+
+    def watched(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (which calls hooks) on the hook worker: one hand-off for all its hook calls.
+
+        A hook inside it that runs past ``EZPZ_HOOK_TIMEOUT`` raises
+        :class:`~ezpz.errors.PluginTimeoutError` here and its plugin is quarantined.
+        """
         try:
-            return run_watched(lambda: self._call_plugins(hook, kwargs, expect, first=first),
-                               self.host.settings.hook_timeout_s, self._slow)
+            return run_watched(fn, self.host.settings.hook_timeout_s, self._slow)
         except HookTimeout as stuck:
             raise self._timed_out(stuck) from None
 

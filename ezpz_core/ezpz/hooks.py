@@ -91,7 +91,8 @@ def plan(
     env = os.environ if environ is None else environ
     settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout,
                                      compile=compile)
-    the_plan = plan_setup(Hooks(_host), settings, env, build or probe_torch_build())
+    hooks, the_build = Hooks(_host), build or probe_torch_build()
+    the_plan = hooks.watched(lambda: plan_setup(hooks, settings, env, the_build))  # one hand-off for all hooks
     return the_plan, explain_plan(the_plan, settings, _plugin_rows(_host))
 
 
@@ -127,8 +128,8 @@ def setup(
                 "Call ezpz.hooks.teardown() before setting up again with other options"
             )
         return _runtime
-    hooks = Hooks(_host)
-    the_plan = plan_setup(hooks, settings, env, probe_torch_build())
+    hooks, build = Hooks(_host), probe_torch_build()
+    the_plan = hooks.watched(lambda: plan_setup(hooks, settings, env, build))  # one hand-off for all its hooks
     _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
     log = _log.get_logger("ezpz.setup")
     if the_plan.launch.ignored:  # stale RANK/WORLD_SIZE under a real launcher: said on every rank

@@ -1,0 +1,123 @@
+"""Cold start against what ezpz replaces, as paired alternating fresh interpreters in one run.
+
+1. ``import ezpz`` without torch against ``import pluggy, stevedore`` (what
+   discovery needs): target <= 1.5.
+2. ``import ezpz; ezpz.hooks.setup()`` with torch imported against
+   ``from accelerate import PartialState; PartialState()``: target <= 1.0.
+   accelerate is not a dependency: install it only for this benchmark
+   (``bash benchmarks/accelerate_env.sh``, which prints the directory to put in
+   ``EZPZ_BENCH_ACCELERATE``); without it this part is skipped, saying so.
+3. ``setup()`` alone after ``import ezpz`` (target < 20 ms), split into
+   importing attrs, building the record classes (importing ezpz's decision
+   modules) and the rest, with ``import attrs`` alone as the floor.
+
+Every child pays torch's deferred full GC before its timer (``gc.collect()``).
+Medians of ROUNDS paired runs; ratios are medians of per-pair ratios.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+from _util import CHILD_ENV, median, py_json, warm_up
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "11"))
+
+DEPS = """
+import json, time
+t = time.perf_counter(); import pluggy, stevedore; t1 = time.perf_counter()
+print(json.dumps({"s": t1 - t}))
+"""
+EZPZ_IMPORT = """
+import json, sys, time
+t = time.perf_counter(); import ezpz; t1 = time.perf_counter()
+heavy = sorted(m for m in ("structlog", "attrs", "torch") if m in sys.modules)
+print(json.dumps({"s": t1 - t, "heavy": heavy}))
+"""
+EZPZ_SETUP = """
+import gc, json, time, torch
+gc.collect()
+t = time.perf_counter(); import ezpz; rt = ezpz.hooks.setup(); t1 = time.perf_counter()
+print(json.dumps({"s": t1 - t, "device": str(rt.device)}))
+"""
+ACCELERATE = """
+import gc, json, time, torch
+gc.collect()
+t = time.perf_counter()
+from accelerate import PartialState
+state = PartialState()
+t1 = time.perf_counter()
+print(json.dumps({"s": t1 - t, "device": str(state.device)}))
+"""
+SETUP_ALONE = """
+import gc, json, time, torch, ezpz
+gc.collect()
+t0 = time.perf_counter(); import attrs
+t1 = time.perf_counter()
+import ezpz.facts, ezpz.decisions, ezpz.explain, ezpz.runtime, ezpz.planning, ezpz.calls
+t2 = time.perf_counter(); rt = ezpz.hooks.setup(); t3 = time.perf_counter()
+print(json.dumps({"attrs": t1 - t0, "records": t2 - t1, "rest": t3 - t2, "s": t3 - t0}))
+"""
+SETUP_PLAIN = """
+import gc, json, time, torch, ezpz
+gc.collect()
+t0 = time.perf_counter(); rt = ezpz.hooks.setup(); t1 = time.perf_counter()
+print(json.dumps({"s": t1 - t0}))
+"""
+ATTRS_ALONE = """
+import gc, json, time, torch
+gc.collect()
+t0 = time.perf_counter(); import attrs; t1 = time.perf_counter()
+print(json.dumps({"s": t1 - t0}))
+"""
+
+
+def paired(a: str, b: str, env_b: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
+    warm_up(a)
+    py_json(b, env=env_b)
+    xs, ys = [], []
+    for i in range(ROUNDS):  # alternate which goes first, so drift hits both alike
+        if i % 2:
+            ys.append(py_json(b, env=env_b)); xs.append(py_json(a))
+        else:
+            xs.append(py_json(a)); ys.append(py_json(b, env=env_b))
+    return xs, ys
+
+
+def ratio(xs: list[dict], ys: list[dict]) -> float:
+    return statistics.median(x["s"] / y["s"] for x, y in zip(xs, ys))
+
+
+def ms(rows: list[dict], key: str = "s") -> float:
+    return median([r[key] for r in rows]) * 1e3
+
+
+def main() -> None:
+    print(f"median of {ROUNDS} paired, alternating fresh interpreters (ratio = median of per-pair ratios)")
+    ez, deps = paired(EZPZ_IMPORT, DEPS)
+    print(f"import ezpz, no torch                         {ms(ez):8.1f} ms  vs import pluggy+stevedore {ms(deps):8.1f} ms"
+          f"  ratio {ratio(ez, deps):6.3f}  target <= 1.5   (loaded at import: {', '.join(ez[0]['heavy']) or 'none of structlog/attrs/torch'})")
+
+    accel = os.environ.get("EZPZ_BENCH_ACCELERATE")
+    if accel:
+        env = dict(CHILD_ENV, PYTHONPATH=os.pathsep.join(filter(None, [accel, CHILD_ENV.get("PYTHONPATH")])))
+        st, acc = paired(EZPZ_SETUP, ACCELERATE, env_b=env)
+        print(f"import ezpz; setup() (torch imported)         {ms(st):8.1f} ms  vs accelerate PartialState() {ms(acc):8.1f} ms"
+              f"  ratio {ratio(st, acc):6.3f}  target <= 1.0   (both on {st[0]['device']}/{acc[0]['device']})")
+    else:
+        print("import ezpz; setup() vs accelerate PartialState(): skipped (set EZPZ_BENCH_ACCELERATE; "
+              "see benchmarks/accelerate_env.sh)")
+
+    alone, floor = paired(SETUP_PLAIN, ATTRS_ALONE)
+    split = [py_json(SETUP_ALONE) for _ in range(ROUNDS)]
+    print(f"setup() alone, after import ezpz              {ms(alone):8.1f} ms  target < 20 ms")
+    print(f"  of which import attrs                       {ms(split, 'attrs'):8.1f} ms  (attrs alone, same run: {ms(floor):.1f} ms;"
+          f" setup()/attrs-import ratio {ratio(alone, floor):.2f})")
+    print(f"  of which building the record classes        {ms(split, 'records'):8.1f} ms")
+    print(f"  of which probing, deciding, the trace       {ms(split, 'rest'):8.1f} ms")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
