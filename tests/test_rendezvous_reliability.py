@@ -256,3 +256,22 @@ def test_pmi_exchange_coexists_with_a_later_mpi_init_from_mpi4py():
     rows = rank_rows(proc.stdout)
     assert [(r["rank"], r["mpi_rank"], r["sum"], r["mpi_sum"], r["exchange"]) for r in rows] == \
         [(0, 0, 3.0, 3, "pmi"), (1, 1, 3.0, 3, "pmi")]
+
+
+def test_two_launches_in_one_allocation_get_their_own_port_and_fingerprint():
+    """Ensemble members share SLURM_JOB_ID/PBS_JOBID; their launchers' own ids keep them apart (recorded facts)."""
+    from test_launch_env import OPENMPI, PALS, SLURM_STEP
+
+    from ezpz.launch import detect_launch_env
+    from ezpz.store import fingerprint
+
+    job_wide = {"SLURM_JOB_ID": "4242", "PBS_JOBID": "4242.pbs"}
+    pairs = [
+        ({**OPENMPI, **job_wide}, {**OPENMPI, **job_wide, "OMPI_MCA_ess_base_jobid": "2033451010"}),
+        ({**PALS, **job_wide, "MASTER_ADDR": "h0"}, {**PALS, **job_wide, "MASTER_ADDR": "h0", "PALS_APID": "other"}),
+        (SLURM_STEP, {**SLURM_STEP, "SLURM_STEP_ID": "1", "SLURM_STEPID": "1"}),
+    ]
+    for first, second in pairs:
+        a, b = detect_launch_env(first), detect_launch_env(second)
+        assert a.master_port != b.master_port, (a.launcher, a.master_port)
+        assert fingerprint(a.launcher, a.job_id, a.world_size) != fingerprint(b.launcher, b.job_id, b.world_size)
