@@ -33,6 +33,15 @@ def test_stale_rank_zero_of_one_is_ignored_and_named(recorded):
     assert verdict(env, "env").startswith("IGNORED") and f"rank {env.rank} of {env.world_size}" in verdict(env, "env")
 
 
+def test_ignored_variables_are_in_the_trace():
+    import ezpz
+
+    _, explanation = ezpz.hooks.plan(environ={**OPENMPI, **STALE})
+    text = str(explanation)
+    assert "ignored: ('RANK=0 (openmpi says rank 1)', 'WORLD_SIZE=1 (openmpi says world_size 2)')" in text
+    assert "unset RANK WORLD_SIZE" in text and "not env: IGNORED" in text
+
+
 def test_agreeing_wrapper_variables_are_not_reported():
     env = detect_launch_env({**OPENMPI, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"})
     assert env.launcher == "openmpi" and env.ignored == () and "agrees" in verdict(env, "env")

@@ -142,7 +142,8 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
     launch, dev, cand = plan.launch, plan.device, plan.device.candidate
     launch_details = {k: f"{getattr(launch, k)} (from {v})" for k, v in launch.sources.items()}
     if launch.master_addr:
-        launch_details.setdefault("rendezvous", f"{launch.master_addr}:{launch.master_port}")
+        port = launch.master_port if launch.master_port is not None else "(published by rank 0 at setup)"
+        launch_details.setdefault("rendezvous", f"{launch.master_addr}:{port}")
     device_details: dict[str, object] = {"vendor": cand.vendor, "count": cand.count}
     for key in ("names", "arch", "physical_ids", "visible_devices_var"):
         value = getattr(cand, key)

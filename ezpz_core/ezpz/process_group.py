@@ -13,7 +13,7 @@ __all__ = ["init_process_group"]
 
 _TIMEOUT = re.compile(r"time[d]? ?out|timeout", re.IGNORECASE)
 _IN_USE = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
-_LOST = re.compile(r"connection reset|broken pipe|connection closed|closed by peer|EOF|ECONNRESET|refused",
+_LOST = re.compile(r"connection reset|broken pipe|closed|failed to (recv|send)|shutdown or crash|ECONNRESET|refused",
                    re.IGNORECASE)
 
 
@@ -76,7 +76,7 @@ def _named(err: Exception, plan: SetupPlan, where: str) -> Exception:
             "Check that all ranks were launched, that they agree on MASTER_ADDR/MASTER_PORT and can reach "
             f"{where}; raise EZPZ_TIMEOUT if ranks start slowly"
         )
-    if _LOST.search(text):
+    if _LOST.search(text) or type(err).__name__ == "DistNetworkError":
         return RendezvousError(
             f"rank {launch.rank} of {launch.world_size} ({launch.launcher}) lost the rendezvous store at {where} "
             f"mid-rendezvous ({first}): rank 0 (or whatever listened there) went away. Check rank 0's output "
