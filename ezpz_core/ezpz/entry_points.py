@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Iterable
-
-from attrs import frozen
+from typing import NamedTuple
 
 from ezpz.plugin_names import normalize_dist
 
@@ -28,8 +27,7 @@ RESERVED_NAMES = frozenset({"cpu", "mps", "launchers"})
 """ezpz's own plugin names; any other name ezpz's distribution declares is reserved too."""
 
 
-@frozen(kw_only=True)
-class Found:
+class Found(NamedTuple):  # a NamedTuple, not attrs: built at `import ezpz`, which must not load attrs
     """One entry point in the group, where it comes from, and whether it may be imported.
 
     ``key`` is the name the plugin host records it under: its entry-point name,
