@@ -15,9 +15,9 @@ cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PY=${PYTHON:-python3}
 
-if { ! command -v mpiexec.openmpi || ! command -v mpiexec.mpich; } >/dev/null 2>&1 \
+if { ! command -v mpiexec.openmpi || ! command -v mpiexec.mpich || ! command -v mpicc.mpich; } >/dev/null 2>&1 \
     && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin mpich >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin mpich libmpich-dev >/dev/null
 fi
 
 PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu)
@@ -31,6 +31,14 @@ $PY -m pip install -q -c constraints.txt --no-build-isolation -e . "${present[@]
 # DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
 # torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
 DS_BUILD_OPS=0 $PY -m pip install -q -c constraints.txt --no-build-isolation "deepspeed==0.19.8"
+# mpi4py built against MPICH (not the wheel's bundled MPI), for the test that MPI_Init from mpi4py still works after
+# ezpz used Hydra's PMI connection (tests/test_rendezvous_reliability.py). Built once into .test-cache/ (about 2 min).
+if command -v mpicc.mpich >/dev/null 2>&1; then
+  export EZPZ_TEST_MPI4PY_MPICH=${EZPZ_TEST_MPI4PY_MPICH:-$(pwd)/.test-cache/mpi4py-mpich}
+  if [ ! -d "$EZPZ_TEST_MPI4PY_MPICH/mpi4py" ]; then
+    MPICC=mpicc.mpich $PY -m pip install -q --no-binary mpi4py --target "$EZPZ_TEST_MPI4PY_MPICH" "mpi4py==4.1.2"
+  fi
+fi
 
 status=0
 run() { echo; echo "=== $* ==="; "$@" || { echo "=== FAILED (exit $?): $* ==="; status=1; }; }
