@@ -146,4 +146,4 @@ def test_a_slow_hook_under_the_deadline_warns_and_answers(hostile_dir):
 def test_bad_hook_timeout_names_the_variable_and_the_range(value):
     proc = run_python("import ezpz; ezpz.hooks.setup()", clean_env(EZPZ_HOOK_TIMEOUT=value))
     assert proc.returncode == 1
-    assert f"EZPZ_HOOK_TIMEOUT={value!r} is not valid: expected seconds from 0.1 to 86400" in proc.stderr
+    assert f"EZPZ_HOOK_TIMEOUT={value!r} is not valid: expected a number of seconds from 0.1 to 86400" in proc.stderr

@@ -163,17 +163,10 @@ def parse_hook_timeout(environ: Mapping[str, str]) -> float:
     raw = environ.get("EZPZ_HOOK_TIMEOUT", "")
     if not raw.strip():
         return DEFAULT_HOOK_TIMEOUT_S
-    low, high = HOOK_TIMEOUT_RANGE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not low <= value <= high:  # also rejects nan
-        raise ConfigError(
-            name="EZPZ_HOOK_TIMEOUT", value=raw, expected=f"seconds from {low:g} to {high:g}",
-            fix=f"set EZPZ_HOOK_TIMEOUT to how long one plugin hook may run, e.g. {DEFAULT_HOOK_TIMEOUT_S:g}, or unset it",
-        )
-    return value
+    return seconds_in_range(
+        raw, "EZPZ_HOOK_TIMEOUT", HOOK_TIMEOUT_RANGE_S,
+        fix=f"set EZPZ_HOOK_TIMEOUT to how long one plugin hook may run, e.g. {DEFAULT_HOOK_TIMEOUT_S:g}, or unset it",
+    )
 
 
 def _timeout(raw: object, name: str) -> float:
