@@ -29,6 +29,7 @@ __all__ = [
     "compile_model",
     "no_compile_answer",
     "parse_compile_request",
+    "triton_installed",
 ]
 
 #: Backends a plugin may offer. ``none`` means "do not call torch.compile".
@@ -77,6 +78,20 @@ class CompilePolicy:
     def label(self) -> str:
         extra = f" (mode {self.mode})" if self.mode else ""
         return f"{self.backend}{extra}"
+
+
+def triton_installed() -> bool:
+    """Whether a ``triton`` package is installed (found, not imported): Inductor's GPU code generator.
+
+    The NVIDIA, ROCm and XPU wheels ship it under the same module name
+    (``triton``, ``pytorch-triton-rocm``, ``pytorch-triton-xpu``).
+    """
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def choose_compile(
