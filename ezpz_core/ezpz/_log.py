@@ -30,18 +30,6 @@ def set_rank(rank: int | None, *, all_ranks: bool) -> None:
     _state["all_ranks"] = all_ranks
 
 
-def _rank_filter(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
-    rank = _state["rank"]
-    if rank is None:
-        return event
-    if rank != 0 and method in _QUIET_LEVELS and not _state["all_ranks"]:
-        import structlog
-
-        raise structlog.DropEvent
-    event.setdefault("rank", rank)
-    return event
-
-
 def _scrub(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
     """Secrets out of every event value (:mod:`ezpz.redact`), before any renderer sees them."""
     from ezpz.redact import scrub_data
@@ -99,7 +87,8 @@ class _Logger:
             if rank != 0 and method in _QUIET_LEVELS and not _state["all_ranks"]:
                 return
             values.setdefault("rank", rank)
-        self._std.log(level, _render(self._std, method, _scrub(None, method, values)), exc_info=exc_info, stacklevel=3)
+        line = _render(self._std, method, _scrub(None, method, values))
+        self._std.log(level, line, exc_info=exc_info, stacklevel=3)
 
     def debug(self, event: str, **kw: Any) -> None:
         self._emit("debug", event, kw)
