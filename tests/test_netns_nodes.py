@@ -28,7 +28,11 @@ PORT = 29411
 
 
 def node_env(**extra: str) -> dict[str, str]:
-    return clean_env(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="eth0", EZPZ_DEVICE="cpu", **extra)
+    # rtc_hwloc_vmhole=none: Open MPI 4.1's orted otherwise maps a shared hwloc topology into a guessed
+    # address hole; with several orteds on one host it sometimes segfaults there (hwloc_shmem_topology_write,
+    # seen in a CI-style run). Each orted then reads the topology itself.
+    return clean_env(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="eth0", EZPZ_DEVICE="cpu",
+                     OMPI_MCA_rtc_hwloc_vmhole="none", **extra)
 
 
 def check(rows: list[dict], bed: NetBed, ppn: int) -> None:
