@@ -52,6 +52,10 @@ class UnavailableError(ConfigError):
     """A requested device, backend or precision cannot be provided here."""
 
 
+class ProcessGroupMismatchError(ConfigError):
+    """A process group existed before ``setup()`` and disagrees with the launcher (rank, world size, backend)."""
+
+
 class RendezvousTimeoutError(EzpzError, TimeoutError):
     """Not every rank arrived at the rendezvous within the timeout."""
 
