@@ -16,12 +16,12 @@ import traceback
 
 import pytest
 
-import ezpz.deadline
-import ezpz.environ
+import ezpz.plugin_host.deadline
+import ezpz.startup.environ
 import ezpz.errors
 import ezpz.inputs
 
-_MODULES = (ezpz.errors, ezpz.deadline, ezpz.environ, ezpz.inputs)
+_MODULES = (ezpz.errors, ezpz.plugin_host.deadline, ezpz.startup.environ, ezpz.inputs)
 
 
 def _defined_exceptions() -> list[type[BaseException]]:
@@ -38,9 +38,9 @@ def _defined_exceptions() -> list[type[BaseException]]:
 
 def _arguments(cls: type[BaseException]) -> tuple[tuple, dict]:
     """Arguments for ``cls`` built from its signature: distinct values, so a swapped field would show."""
-    if cls is ezpz.deadline.HookTimeout:
+    if cls is ezpz.plugin_host.deadline.HookTimeout:
         frames = traceback.extract_stack()[-2:]
-        return (ezpz.deadline.Call(hook="ezpz_probe_devices", plugin="slowpoke", started=1.0), 2.5, list(frames)), {}
+        return (ezpz.plugin_host.deadline.Call(hook="ezpz_probe_devices", plugin="slowpoke", started=1.0), 2.5, list(frames)), {}
     params = [p for p in inspect.signature(cls.__init__).parameters.values()
               if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if not params:  # Exception's own (*args, **kwargs): a message

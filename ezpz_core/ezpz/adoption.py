@@ -1,7 +1,7 @@
 """Adopting a process group that existed before ``setup()`` (Ray Train, Lightning, accelerate, DeepSpeed, a user).
 
 Pure: :func:`adopt_group` reads an :class:`ExistingGroup` (what the probe in
-:mod:`ezpz.process_group` saw) and the plan, and either returns the decision
+:mod:`ezpz.startup.process_group` saw) and the plan, and either returns the decision
 to adopt it or raises :class:`~ezpz.errors.ProcessGroupMismatchError`. Every
 check is local to the rank (no collective, so nothing can hang here): a world
 size that differs is seen, and raised, on every rank; a rank that differs is
