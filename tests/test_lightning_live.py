@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,22 @@ def test_fabric_under_torchrun(mode, inits):
         env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="60"), capture_output=True, text=True, timeout=300,
     )
     _check(proc, "torchrun", inits=inits)
+
+
+def test_docs_fabric_script_runs_under_torchrun(tmp_path):
+    """docs/lightning.md's whole script, as printed there, on 2 torchrun ranks."""
+    _need_lightning()
+    text = (Path(__file__).parents[1] / "docs" / "lightning.md").read_text(encoding="utf-8")
+    found = re.search(r"```python\n(.*?)\n```", text[text.index("## The whole script"):], flags=re.DOTALL)
+    assert found, "docs/lightning.md: no ```python block under '## The whole script'"
+    script = tmp_path / "train_fabric.py"
+    script.write_text(found.group(1) + "\n", encoding="utf-8")
+    proc = subprocess.run(
+        [need_tool("torchrun"), "--nproc-per-node", "2", "--master-port", str(free_port()), str(script)],
+        cwd=tmp_path, env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="60"), capture_output=True, text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "step 4 loss " in proc.stdout
+    for rank in (0, 1):
+        assert f"rank {rank} of 2 on cpu (torchrun, " in proc.stdout, proc.stdout

@@ -105,7 +105,8 @@ def setup(
     Keyword arguments override ``EZPZ_DEVICE``, ``EZPZ_BACKEND``,
     ``EZPZ_PRECISION``, ``EZPZ_TIMEOUT`` and ``EZPZ_COMPILE``. Calling ``setup()`` again returns
     the same runtime; calling it with different overrides raises.
-    ``torch.distributed.init_process_group`` runs only when world size > 1.
+    ``torch.distributed.init_process_group`` runs only when world size > 1; a group that already exists
+    (Ray Train, Lightning, accelerate, DeepSpeed) is adopted after checking it, never initialised again.
     """
     global _runtime, _runtime_settings
     import attrs
