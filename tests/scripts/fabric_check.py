@@ -53,6 +53,7 @@ ok = (grad == expected_grad and fabric.world_size == world and fabric.global_ran
       and len(inits) == (0 if mode == "setup" else 1))
 row["ok"] = ok
 print(json.dumps(row), flush=True)
+del model, optimizer  # DDP holds the group: release it so it is destroyed here, not at exit (docs/lightning.md)
 if mode == "setup":
     ezpz.hooks.teardown()
 else:
