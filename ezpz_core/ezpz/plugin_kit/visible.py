@@ -1,5 +1,4 @@
-"""Visible-device lists (``CUDA_VISIBLE_DEVICES``, ``HIP_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES`` ...),
-read by one rule set.
+"""Visible-device lists (``CUDA_VISIBLE_DEVICES``, ``HIP_VISIBLE_DEVICES``, ...) read by one documented rule set.
 
 The rules, as CUDA and ``torch.cuda._parse_visible_devices`` apply them (``mixed=True`` adds ROCr's and
 HIP's one extension):
