@@ -173,3 +173,10 @@ def test_same_answers_as_torch_cuda(raw: str) -> None:
         except ValueError:  # torch's strtoul crashes on a lone sign ("+"): nothing to compare
             return
     assert list(parse_visible_devices(raw).entries) == list(expected)
+
+
+def test_every_public_name_resolves() -> None:
+    assert all(getattr(kit, name) is not None for name in kit.__all__)
+    assert set(kit.__all__) <= set(dir(kit))
+    with pytest.raises(AttributeError):
+        kit.not_in_the_kit  # noqa: B018

@@ -5,6 +5,8 @@
   the order every device plugin uses (your vendor's collectives first, gloo as the fallback);
 * :func:`parse_visible_devices` / :class:`VisibleList`: a ``CUDA_VISIBLE_DEVICES``-style list, by one
   documented rule set;
+* :func:`parse_bool`: a yes/no environment variable (``1/true/yes/on``, ``0/false/no/off``), a bad value a
+  :class:`~ezpz.errors.ConfigError` naming it;
 * :func:`get_logger`: structured events that obey ezpz's rank filter; never configures logging;
 * :func:`with_ds_accelerator`: tell DeepSpeed which accelerator ezpz chose, from ``ezpz_before_init``.
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from ezpz.plugin_kit.backends import backend_in_build, gloo_fallback, vendor_then_gloo
     from ezpz.plugin_kit.lifecycle import with_ds_accelerator
     from ezpz.plugin_kit.visible import VisibleList, parse_visible_devices
+    from ezpz.settings import parse_bool
 
 __all__ = [
     "VisibleList",
@@ -31,6 +34,7 @@ __all__ = [
     "facts_if_ours",
     "get_logger",
     "gloo_fallback",
+    "parse_bool",
     "parse_visible_devices",
     "vendor_then_gloo",
     "with_ds_accelerator",
@@ -43,6 +47,7 @@ _LAZY = {
     "VisibleList": "ezpz.plugin_kit.visible",
     "parse_visible_devices": "ezpz.plugin_kit.visible",
     "with_ds_accelerator": "ezpz.plugin_kit.lifecycle",
+    "parse_bool": "ezpz.settings",
 }
 
 

@@ -13,8 +13,7 @@ from attrs import frozen
 from ezpz.decisions import BackendOption, LifecycleAction, PrecisionOption
 from ezpz.errors import UnavailableError
 from ezpz.facts import DeviceCandidate, TorchBuild
-from ezpz.plugin_kit import backend_in_build, parse_visible_devices, vendor_then_gloo
-from ezpz.settings import parse_bool
+from ezpz.plugin_kit import backend_in_build, parse_bool, parse_visible_devices, vendor_then_gloo
 from ezpz_rocm.facts import RocmFacts, RocmGpu, VisibleDevices, hip_release
 
 __all__ = [
