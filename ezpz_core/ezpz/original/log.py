@@ -41,8 +41,6 @@ __all__ = ["get_logger", "getLogger", "silence_noisy_loggers"]
 #: ``[time][L][name:line] message``; ``[rN]`` leads when every rank logs.
 LINE_FORMAT = "[%(asctime)s][%(levelname).1s][%(name)s:%(lineno)d] %(message)s"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
-#: The original ezpz's default logger name (its module was ``ezpz.log``; this one moved to ``ezpz.original.log``).
-DEFAULT_NAME = "ezpz.log"
 _DEFAULT_NOISY = ("urllib3", "filelock", "httpx", "huggingface_hub", "datasets")
 _rank_cache: dict[str, int] = {}
 
@@ -147,7 +145,7 @@ def get_logger(
     """
     global _handler
     del rank, colored_logs
-    logger = logging.getLogger(name if name is not None else DEFAULT_NAME)
+    logger = logging.getLogger(name if name is not None else "ezpz.log")  # the original's name, not where it lives
     logger.setLevel(_level(level))
     _env_all_ranks(strict=True)
     if rank_zero_only:
