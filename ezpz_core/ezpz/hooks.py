@@ -194,13 +194,9 @@ def setup(
     if adopted is not None:
         explanation = attrs.evolve(explanation, decisions=(*explanation.decisions, adopted))
     launch = the_plan.launch
-    runtime = Runtime(
-        device=torch.device(dev.torch_device), device_type=dev.candidate.device_type, vendor=dev.candidate.vendor,
-        backend=existing.backend if existing is not None else the_plan.backend.name, rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
-        local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
-        amp=the_plan.amp, profiling=the_plan.profiling, plan=the_plan, explanation=explanation,
-        process_group=launch.distributed or existing is not None, owns_process_group=existing is None,
-    )
+    runtime = Runtime.from_plan(the_plan, explanation, process_group=launch.distributed or existing is not None,
+                                owns_process_group=existing is None,
+                                backend=existing.backend if existing is not None else None)
     _runtime, _runtime_settings = runtime, settings
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size)
