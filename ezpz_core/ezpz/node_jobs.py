@@ -2,7 +2,7 @@
 
 Each contract below says how many nodes the job has, which one this is, how
 many processes each node should run and where rank 0 listens. Both the
-launch-environment detectors (:mod:`ezpz.launch.node_job`) and the ``torchrun``
+launch-environment detectors (:mod:`ezpz.launch_env.node_job`) and the ``torchrun``
 launch driver read them from here, so ``setup()`` and ``ezpz launch`` agree.
 Pure functions of the environment mapping; nothing is read from disk.
 
