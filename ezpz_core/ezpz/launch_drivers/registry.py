@@ -14,7 +14,8 @@ GROUP = "ezpz.launchers"
 #: Built-in drivers in the order they are asked whether they apply. Drivers a
 #: site installs that are not named here are asked first (sorted by name), so a
 #: site launcher for its own scheduler wins without editing ezpz.
-DEFAULT_ORDER: tuple[str, ...] = ("srun", "torchrun", "mpiexec")
+DEFAULT_ORDER: tuple[str, ...] = ("flux", "jsrun", "srun", "torchrun", "mpiexec")
+#: (``flux`` first: a Flux instance started inside a Slurm job is the innermost scheduler.)
 
 
 def vetted() -> dict[str, Any]:

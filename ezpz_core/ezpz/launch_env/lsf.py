@@ -21,17 +21,10 @@ from collections.abc import Mapping
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
+from ezpz.hostlist import rankfile_hosts
 from ezpz.launch_env._parse import build, get, need_int, place, read_int
 
-__all__ = ["detect_jsrun", "rankfile_hosts"]
-
-
-def rankfile_hosts(path: str) -> list[str]:
-    """The compute hosts of an LSF rank file, in order, once each (its first line, the launch node, dropped)."""
-    from ezpz.hostlist import read_hostfile
-
-    lines = read_hostfile(path)
-    return list(dict.fromkeys(lines[1:]))
+__all__ = ["detect_jsrun"]
 
 
 def _hosts(environ: Mapping[str, str]) -> list[str] | None:

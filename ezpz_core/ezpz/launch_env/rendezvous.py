@@ -17,7 +17,7 @@ import attrs
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
-from ezpz.hostlist import expand_nodelist, read_hostfile
+from ezpz.hostlist import expand_nodelist, rankfile_hosts, read_hostfile
 
 __all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous"]
 
@@ -104,8 +104,6 @@ def _port(environ: Mapping[str, str], ident: tuple[str, str] | None) -> tuple[in
 
 
 def _hosts_from(kind: str, name: str, value: str) -> list[str]:
-    from ezpz.launch_env.lsf import rankfile_hosts
-
     try:
         if kind == "nodelist":
             hosts = expand_nodelist(value)
