@@ -55,7 +55,8 @@ class NodeJob:
     """One node of a job whose scheduler starts one process per node.
 
     ``nproc_per_node`` is None when the scheduler leaves it to torchrun
-    (``auto``: one per accelerator). ``sources`` names the variable behind each field.
+    (``auto``: one per accelerator); ``nproc_var`` is the variable that says
+    so. ``sources`` names the variable behind each field.
     """
 
     scheduler: str
@@ -63,6 +64,7 @@ class NodeJob:
     nnodes: int
     node_rank: int
     nproc_per_node: int | None
+    nproc_var: str = ""
     master_addr: str | None = None
     master_port: int | None = None
     sources: Mapping[str, str] = field(factory=dict, converter=dict, hash=False)
@@ -131,7 +133,7 @@ def read_pet(environ: Mapping[str, str]) -> NodeJob | str:
     sources = {"nnodes": "PET_NNODES", "node_rank": "PET_NODE_RANK", "nproc_per_node": nproc_src,
                "master_addr": addr_var, "master_port": port_var}
     return _check(NodeJob(scheduler="kubeflow", reason=what, nnodes=nnodes, node_rank=node, nproc_per_node=nproc,
-                          master_addr=_get(environ, addr_var), master_port=_port(environ, port_var), sources=sources))
+                          nproc_var="PET_NPROC_PER_NODE", master_addr=_get(environ, addr_var), master_port=_port(environ, port_var), sources=sources))
 
 
 def read_pai(environ: Mapping[str, str]) -> NodeJob | str:
@@ -146,8 +148,8 @@ def read_pai(environ: Mapping[str, str]) -> NodeJob | str:
     return _check(NodeJob(
         scheduler="pai", reason="Alibaba PAI-DLC (NPROC_PER_NODE; WORLD_SIZE counts nodes)",
         nnodes=_int(environ, "WORLD_SIZE", minimum=1) or 1, node_rank=_int(environ, "RANK") or 0,
-        nproc_per_node=nproc, master_addr=_get(environ, "MASTER_ADDR"), master_port=_port(environ, "MASTER_PORT"),
-        sources=sources))
+        nproc_per_node=nproc, nproc_var="NPROC_PER_NODE", master_addr=_get(environ, "MASTER_ADDR"),
+        master_port=_port(environ, "MASTER_PORT"), sources=sources))
 
 
 def read_pytorchjob(environ: Mapping[str, str]) -> NodeJob | str:
@@ -166,7 +168,7 @@ def read_pytorchjob(environ: Mapping[str, str]) -> NodeJob | str:
     return _check(NodeJob(
         scheduler="kubeflow", reason="Kubeflow PyTorchJob v1 (RANK, WORLD_SIZE, MASTER_ADDR in a Kubernetes pod)",
         nnodes=_int(environ, "WORLD_SIZE", minimum=1) or 1, node_rank=_int(environ, "RANK") or 0, nproc_per_node=1,
-        master_addr=_get(environ, "MASTER_ADDR"), master_port=_port(environ, "MASTER_PORT"), sources=sources))
+        nproc_var="(PyTorchJob v1: one per pod)", master_addr=_get(environ, "MASTER_ADDR"), master_port=_port(environ, "MASTER_PORT"), sources=sources))
 
 
 def skypilot_port(task_id: str) -> int:
@@ -204,7 +206,8 @@ def read_skypilot(environ: Mapping[str, str]) -> NodeJob | str:
                "master_addr": addr_src, "master_port": port_src}
     return _check(NodeJob(
         scheduler="skypilot", reason="SkyPilot (SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS)", nnodes=nodes,
-        node_rank=_int(environ, "SKYPILOT_NODE_RANK") or 0, nproc_per_node=nproc, master_addr=addr,
+        node_rank=_int(environ, "SKYPILOT_NODE_RANK") or 0, nproc_per_node=nproc,
+        nproc_var="SKYPILOT_NUM_GPUS_PER_NODE", master_addr=addr,
         master_port=port, sources=sources))
 
 

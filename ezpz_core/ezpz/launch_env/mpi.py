@@ -1,4 +1,4 @@
-"""Detectors for MPI launchers: Open MPI, Cray PALS, MPICH/Intel MPI Hydra.
+"""Detectors for MPI launchers: Open MPI, Cray PALS (with or without a world size), MPICH/Intel MPI Hydra.
 
 Sources for the variable names:
 

@@ -28,11 +28,11 @@ def detect_node_job(environ: Mapping[str, str]) -> LaunchEnv | str:
     if inner is not None:
         return f"{job.reason} describes the node; torchrun ({inner} is set) started this process inside it"
     if job.nproc_per_node != 1:
-        per = job.sources["nproc_per_node"]
         raise LaunchEnvError(
-            name=per.split("=")[0].split(" ")[0], value=job.nproc_per_node or "auto",
+            name=job.nproc_var, value=job.nproc_per_node or environ.get(job.nproc_var, "auto"),
             expected=f"1 for the script to run as the node's only rank: {job.reason} asks for "
-            f"{job.nproc_per_node or 'one per accelerator'} process(es) on each of {job.nnodes} node(s), and this "
+            f"{f'{job.nproc_per_node} processes' if job.nproc_per_node else 'one process per accelerator'} on each of "
+            f"{job.nnodes} node(s), and this "
             "process is the node's entry point, not one of them",
             fix="start the ranks with `ezpz launch -- python train.py` (it runs torchrun --nnodes/--node-rank/"
             "--master-addr from these variables) or with torchrun itself",
