@@ -197,3 +197,12 @@ def test_doctor_names_the_contract_and_its_variables(tmp_path):
     assert "launch: jsrun: rank 5/12, local 1/4, node 1/3" in proc.stdout, proc.stdout
     assert "rank: 5 (from JSM_NAMESPACE_RANK)" in proc.stdout
     assert "JSM_NAMESPACE_SIZE=12" in proc.stdout  # the deciding variables are listed
+
+
+def test_hand_set_rank_variables_in_a_pod_are_not_a_pytorchjob():
+    """mp.spawn-style RANK/WORLD_SIZE in a Kubernetes pod: only MASTER_ADDR=<job>-master-0 says PyTorchJob."""
+    environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost",
+               "MASTER_PORT": "29500"}
+    env = detect_launch_env(environ)
+    assert (env.launcher, env.local_rank, env.local_world_size) == ("env", 1, 2)
+    assert "not a PyTorchJob master" in {a.name: a.reason for a in env.rejected}["node"]

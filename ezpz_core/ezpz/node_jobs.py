@@ -14,7 +14,8 @@ Sources (each recorded fixture in ``tests/fixtures/launch_envs/`` cites its own)
   job-completion index), ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` for torchrun,
   which reads any ``PET_<FLAG>`` as its ``--<flag>``.
 * Kubeflow PyTorchJob v1 (training-operator ``pkg/controller.v1/pytorch/envvar.go``,
-  last version before its removal in kubeflow/trainer 7858371b4): ``MASTER_ADDR``,
+  and ``master.go``, last version before their removal in kubeflow/trainer 7858371b4):
+  ``MASTER_ADDR`` (``<job>-master-0``, also as ``PET_MASTER_ADDR``),
   ``MASTER_PORT``, ``RANK`` (the pod's index, master first), ``WORLD_SIZE``
   (pods x ``nprocPerNode``), ``PET_NODE_RANK`` (= ``RANK``), ``PET_NNODES`` and,
   when the job names one, ``PET_NPROC_PER_NODE``. Older operators set only the
@@ -30,7 +31,7 @@ Sources (each recorded fixture in ``tests/fixtures/launch_envs/`` cites its own)
 
 Precedence, first match wins: Kubeflow's ``PET_*``; PAI (``NPROC_PER_NODE``
 with ``RANK``/``WORLD_SIZE``); Kubeflow PyTorchJob v1 without ``PET_*``
-(``RANK``/``WORLD_SIZE``/``MASTER_ADDR`` in a Kubernetes pod, no ``LOCAL_*``);
+(``RANK``/``WORLD_SIZE``/``MASTER_ADDR=<job>-master-0`` in a Kubernetes pod, no ``LOCAL_*``);
 SkyPilot. torchrun started inside any of them wins over all (its variables
 describe the process; these describe the node).
 """
@@ -128,8 +129,8 @@ def read_pet(environ: Mapping[str, str]) -> NodeJob | str:
     nproc, nproc_src = _nproc(environ, "PET_NPROC_PER_NODE")
     addr_var = "PET_MASTER_ADDR" if _get(environ, "PET_MASTER_ADDR") else "MASTER_ADDR"
     port_var = "PET_MASTER_PORT" if _get(environ, "PET_MASTER_PORT") else "MASTER_PORT"
-    v2 = addr_var == "PET_MASTER_ADDR"
-    what = "Kubeflow Trainer v2 / JobSet (PET_*)" if v2 else "Kubeflow PyTorchJob (PET_*, MASTER_ADDR)"
+    v1 = _get(environ, "RANK") is not None and _get(environ, "WORLD_SIZE") is not None  # v2 sets neither
+    what = "Kubeflow PyTorchJob v1 (PET_*, RANK, WORLD_SIZE)" if v1 else "Kubeflow Trainer v2 / JobSet (PET_*)"
     sources = {"nnodes": "PET_NNODES", "node_rank": "PET_NODE_RANK", "nproc_per_node": nproc_src,
                "master_addr": addr_var, "master_port": port_var}
     return _check(NodeJob(scheduler="kubeflow", reason=what, nnodes=nnodes, node_rank=node, nproc_per_node=nproc,
@@ -162,6 +163,10 @@ def read_pytorchjob(environ: Mapping[str, str]) -> NodeJob | str:
     local = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if _get(environ, n) is not None]
     if local:
         return f"in a Kubernetes pod but {', '.join(local)} set: several ranks per pod, not PyTorchJob's one"
+    addr = _get(environ, "MASTER_ADDR") or ""
+    if not addr.endswith("-master-0"):
+        return (f"in a Kubernetes pod but MASTER_ADDR={addr} is not a PyTorchJob master (<job>-master-0): RANK and "
+                "WORLD_SIZE were set by something else")
     sources = {"nnodes": "WORLD_SIZE (PyTorchJob: one process per pod)", "node_rank": "RANK (PyTorchJob: the pod)",
                "nproc_per_node": "PyTorchJob v1 default: 1 per pod", "master_addr": "MASTER_ADDR",
                "master_port": "MASTER_PORT"}
