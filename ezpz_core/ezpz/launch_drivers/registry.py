@@ -22,7 +22,7 @@ def vetted() -> dict[str, Any]:
     """Driver entry points by name, minus those refused (:mod:`ezpz.plugin_host.entry_points`); nothing is imported.
 
     A driver is built-in when ezpz's own distribution declares it; another
-    distribution's ``mpiexec``, ``srun`` or ``torchrun`` (or a second claim on
+    distribution's ``flux``, ``jsrun``, ``mpiexec``, ``srun`` or ``torchrun`` (or a second claim on
     a taken name) is refused, so ``--launcher NAME`` always means one driver.
     """
     return {f.name: f for f in scan_drivers() if f.refused is None}
