@@ -69,6 +69,7 @@ class Runtime:
     plan: SetupPlan = field(repr=False)
     explanation: Explanation = field(repr=False)
     process_group: bool = False
+    owns_process_group: bool = True  # False when setup() adopted a group another framework made (explain())
     _autocast_kwargs: dict[str, Any] | None = field(init=False, repr=False, eq=False)
 
     @_autocast_kwargs.default

@@ -137,7 +137,7 @@ def get_logger(
     """
     global _handler
     del rank, colored_logs
-    logger = logging.getLogger(name if name is not None else __name__)
+    logger = logging.getLogger(name if name is not None else "ezpz.log")  # the original's name, not where it lives
     logger.setLevel(_level(level))
     _all_ranks(strict=True)
     if rank_zero_only:
