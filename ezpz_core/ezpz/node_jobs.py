@@ -38,12 +38,12 @@ describe the process; these describe the node).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 
 from attrs import field, frozen
 
 from ezpz.errors import LaunchEnvError
+from ezpz.ports import derive_port
 
 __all__ = ["CONTRACTS", "NodeJob", "find_node_job", "read_pai", "read_pet", "read_pytorchjob", "read_skypilot"]
 
@@ -177,9 +177,8 @@ def read_pytorchjob(environ: Mapping[str, str]) -> NodeJob | str:
 
 
 def skypilot_port(task_id: str) -> int:
-    """A port in 20000..32767 from a stable hash of ``SKYPILOT_TASK_ID`` (the same on every node)."""
-    digest = int.from_bytes(hashlib.sha256(f"SKYPILOT_TASK_ID={task_id}".encode()).digest()[:8], "big")
-    return 20000 + digest % (32767 - 20000 + 1)
+    """A port in :data:`ezpz.ports.PORT_RANGE` from a stable hash of ``SKYPILOT_TASK_ID`` (the same on every node)."""
+    return derive_port(f"SKYPILOT_TASK_ID={task_id}")
 
 
 def read_skypilot(environ: Mapping[str, str]) -> NodeJob | str:

@@ -9,7 +9,6 @@ host of the node list or hostfile (every launcher's default placement).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
 import attrs
@@ -18,14 +17,10 @@ from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
 from ezpz.hostlist import expand_nodelist, rankfile_hosts, read_hostfile
+from ezpz.ports import DEFAULT_PORT, PORT_RANGE, derive_port
 
 __all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous"]
 
-DEFAULT_PORT = 29500
-"""torch's customary port, used when the launcher exports no job identity."""
-
-PORT_RANGE = (20000, 32767)
-"""Derived ports land here: unprivileged, below Linux's default ephemeral range (32768-60999)."""
 
 _JOB_WIDE: tuple[tuple[str, ...], ...] = (("PBS_JOBID",), ("SLURM_JOB_ID",), ("LSB_JOBID",))
 
@@ -75,13 +70,6 @@ def job_identity(launcher: str, environ: Mapping[str, str]) -> tuple[str, str] |
         if all(v is not None for v in values):
             return ".".join(values), ".".join(names)  # type: ignore[arg-type]
     return None
-
-
-def derive_port(identity: str) -> int:
-    """A port in PORT_RANGE from a stable hash of ``identity`` (the same in every process)."""
-    lo, hi = PORT_RANGE
-    digest = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big")
-    return lo + digest % (hi - lo + 1)
 
 
 def _port(environ: Mapping[str, str], ident: tuple[str, str] | None) -> tuple[int, str]:
