@@ -1,0 +1,85 @@
+"""Process-group creation with a hard timeout and errors that name the rendezvous."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from ezpz.decisions import SetupPlan
+from ezpz.errors import ConfigError, EzpzError, RendezvousError, RendezvousTimeoutError
+
+__all__ = ["init_process_group"]
+
+_TIMEOUT = re.compile(r"time[d]? ?out|timeout", re.IGNORECASE)
+_IN_USE = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
+_LOST = re.compile(r"connection reset|broken pipe|closed|failed to (recv|send)|shutdown or crash|ECONNRESET|refused",
+                   re.IGNORECASE)
+
+
+def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None) -> None:
+    """Create the default process group for ``plan``; raise a named error within ``plan.timeout_s`` + grace.
+
+    The store, the job fingerprint check and the generation's namespace are
+    :mod:`ezpz.launch_env.store`'s; every step runs under one deadline.
+    """
+    from ezpz.launch_env import store as _store
+
+    launch = plan.launch
+    rdzv = _store.connect(launch, plan.timeout_s, os.environ if environ is None else environ)
+
+    def run() -> None:
+        import datetime as _dt
+
+        import torch
+        import torch.distributed as dist
+
+        prefix = rdzv.open()
+        kwargs = {}
+        if plan.device.index is not None and plan.backend.name != "gloo":
+            kwargs["device_id"] = torch.device(plan.device.torch_device)
+        dist.init_process_group(backend=plan.backend.name, store=prefix, rank=launch.rank,
+                                world_size=launch.world_size, timeout=_dt.timedelta(seconds=plan.timeout_s), **kwargs)
+
+    def overran() -> RendezvousTimeoutError:
+        return RendezvousTimeoutError(
+            f"rank {launch.rank} of {launch.world_size} ({launch.launcher}) got no answer at the rendezvous "
+            f"{rdzv.where} within {plan.timeout_s:g}s (+{_store.GRACE_S:g}s grace): something there accepted the "
+            "connection and never answered as a torch store, or the store stopped answering mid-rendezvous. "
+            "Check that MASTER_ADDR/MASTER_PORT point at this job's rank 0 (not a stale service), that all ranks "
+            "were launched; raise EZPZ_TIMEOUT if ranks start slowly"
+        )
+
+    try:
+        _store.run_bounded(run, plan.timeout_s + _store.GRACE_S, overran)
+    except EzpzError:
+        raise
+    except Exception as err:  # torch raises DistStoreError/DistNetworkError/RuntimeError
+        raise _named(err, plan, rdzv.where) from err
+    _store.report_refused()
+
+
+def _named(err: Exception, plan: SetupPlan, where: str) -> Exception:
+    launch = plan.launch
+    text = str(err)
+    first = (text.strip().splitlines() or [type(err).__name__])[0]
+    if _IN_USE.search(text):
+        return ConfigError(
+            name="MASTER_PORT", value=launch.master_port, expected=f"a free TCP port on {launch.master_addr}",
+            fix="another job (or a stale one) holds this port: set MASTER_PORT to a free port, "
+            "or kill the stale process",
+        )
+    if _TIMEOUT.search(text):
+        return RendezvousTimeoutError(
+            f"rank {launch.rank} of {launch.world_size} ({launch.launcher}) waited {plan.timeout_s:g}s at the "
+            f"rendezvous {where} and not every rank arrived ({first}). "
+            "Check that all ranks were launched, that they agree on MASTER_ADDR/MASTER_PORT and can reach "
+            f"{where}; raise EZPZ_TIMEOUT if ranks start slowly"
+        )
+    if _LOST.search(text) or type(err).__name__ == "DistNetworkError":
+        return RendezvousError(
+            f"rank {launch.rank} of {launch.world_size} ({launch.launcher}) lost the rendezvous store at {where} "
+            f"mid-rendezvous ({first}): rank 0 (or whatever listened there) went away. Check rank 0's output "
+            "for its own error"
+        )
+    return err
