@@ -17,7 +17,7 @@ import ezpz
 from ezpz.decisions import Decision
 from ezpz.explain import Explanation
 from ezpz.testing import recorded_build
-from ezpz.threads import ThreadFacts, choose_threads
+from ezpz.startup.threads import ThreadFacts, choose_threads
 
 _VALUE = re.compile(r"[^\s:(\[]+")
 
@@ -49,7 +49,7 @@ def test_the_check_sees_a_contradiction():
 
 def _ranks_sharing_every_core() -> int:
     """As many local ranks as physical cores, so ezpz's share is one thread whatever the host."""
-    from ezpz.launchers.probe import physical_cores
+    from ezpz.probes.cpu import physical_cores
 
     return max(2, physical_cores())
 
