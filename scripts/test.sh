@@ -4,6 +4,7 @@
 #   EZPZ_SKIP_ISOLATED=1 bash scripts/test.sh   # skip the wheel-install checks (faster locally)
 #   EZPZ_WHEELS_ONLY=1 bash scripts/test.sh     # only the wheel-install checks
 #   EZPZ_TEST_VENV=/path bash scripts/test.sh   # another venv than .venv-test/ (created if missing)
+#   bash scripts/test.sh tests/test_setup.py -x  # install as always, then only this pytest run
 #
 # Everything is installed into .venv-test/ (git-ignored; created on the first run with ${PYTHON:-python3} -m venv,
 # reused after), never into the Python or venv you run this from: your `pip list` stays as it was.
@@ -55,6 +56,10 @@ fi
 status=0
 run() { echo; echo "=== $* ==="; "$@" || { echo "=== FAILED (exit $?): $* ==="; status=1; }; }
 ROOT=$(pwd)
+
+if [ $# -gt 0 ]; then  # a subset: the same venv and installs, then only the pytest run asked for
+  exec $PY -m pytest "$@"
+fi
 
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   # The import contracts in pyproject.toml: layers, launch detection apart from launch driving, no core -> original.
