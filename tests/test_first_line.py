@@ -15,6 +15,25 @@ import pytest
 from conftest import clean_env, need_tool
 from test_real_launchers import free_port
 
+RECORDED = {  # environments as each launcher sets them (the detectors' docstrings cite the sources)
+    "torchrun: 4 ranks on 2 nodes (TORCHELASTIC_RUN_ID, RANK)": {
+        "TORCHELASTIC_RUN_ID": "j", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "RANK": "2", "WORLD_SIZE": "4",
+        "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "n0", "MASTER_PORT": "29500"},
+    "pals: 2 ranks on 1 node (PALS_RANKID)": {
+        "PALS_RANKID": "0", "PMI_RANK": "0", "PMI_SIZE": "2", "PMI_LOCAL_RANK": "0", "PMI_LOCAL_SIZE": "2",
+        "PALS_APID": "7", "MASTER_PORT": "29500"},
+    "env: 1 rank on 1 node (RANK)": {"RANK": "0", "WORLD_SIZE": "1"},
+    "no launcher: 1 rank on 1 node (no launcher variables set)": {},
+}
+
+
+@pytest.mark.parametrize("want", list(RECORDED))
+def test_the_summary_names_the_launcher_and_its_variables(want):
+    from ezpz.launch_env.detectors import detect_layout
+
+    assert detect_layout(RECORDED[want]).summary == want
+
+
 TRAIN = ["-m", "ezpz.examples.train", "--steps", "2", "--log-every", "2", "--batch-size", "4"]
 
 
