@@ -103,7 +103,7 @@ def __getattr__(name: str) -> Any:
         return value
     from ezpz.original.migration import missing_attribute
 
-    raise missing_attribute(__name__, name)
+    raise missing_attribute("ezpz.distributed", name)  # its public name, not where it lives
 
 
 # -- sizes and places ----------------------------------------------------------------------------------------
