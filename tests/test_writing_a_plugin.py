@@ -1,8 +1,8 @@
 """docs/writing-a-plugin.md is a complete walk-through: its code blocks, copied in order, make a working plugin.
 
 The test does what a reader of the docs site would, from the page as ``mkdocs build`` renders it: every code
-block under a heading that names a file (``<h4><code>PATH</code></h4>``; "(continued)" appends) is written to
-PATH in a fresh directory, then the ``$`` commands of the section "Install it and see it" run there, in a fresh
+block whose title bar names a file (mkdocs-material's ``<span class="filename">PATH</span>``, from
+``title="PATH"``; "PATH (continued)" appends) is written to PATH in a fresh directory, then the ``$`` commands of the section "Install it and see it" run there, in a fresh
 venv that sees this environment's packages (ezpz, torch): the torch pin, ``pip install -c torch-pin.txt -e
 ".[test]"`` (a real install, with build isolation), ``python -m pytest tests -q``, ``ezpz plugins``. The files
 must also equal ``plugins/ezpz-example-hpu``'s, so the tutorial and the example package cannot drift apart.
@@ -26,9 +26,10 @@ from conftest import ROOT, clean_env
 
 DOC = ROOT / "docs" / "writing-a-plugin.md"
 EXAMPLE = ROOT / "plugins" / "ezpz-example-hpu"
-_FILE_BLOCK = re.compile(r"<h4[^>]*>(?P<head>.*?)</h4>\s*<pre><code(?: class=\"language-(?P<lang>[\w-]+)\")?>"
-                         r"(?P<body>.*?)</code></pre>", re.S)
-_BLOCK = re.compile(r"<pre><code(?: class=\"language-(?P<lang>[\w-]+)\")?>(?P<body>.*?)</code></pre>", re.S)
+#: A highlighted code block as mkdocs-material renders it, with its title bar (``title="..."``) if it has one.
+_BLOCK = re.compile(r'<div class="language-(?P<lang>[\w-]+) highlight">'
+                    r'(?:<span class="filename">(?P<title>.*?)</span>)?'
+                    r'<pre><span></span><code>(?P<body>.*?)</code></pre>', re.S)
 _HEAD = re.compile(r"^(?P<path>[\w./-]+)(?P<continued> \(continued\))?$")
 
 
@@ -49,20 +50,19 @@ def rendered() -> str:
 
 
 def tutorial_files() -> dict[str, str]:
-    """PATH -> the text of every block under a heading naming it, in the order they appear on the rendered page."""
-    page = rendered()
+    """PATH -> the text of every block whose title names it, in the order they appear on the rendered page."""
     files: dict[str, list[str]] = {}
-    for block in _FILE_BLOCK.finditer(page):
-        head = _HEAD.match(_text(block["head"]).replace("\u00b6", "").strip())
+    blocks = list(_BLOCK.finditer(rendered()))
+    assert blocks, f"no highlighted code block in the rendered {DOC.name}: has the theme's HTML changed?"
+    for block in blocks:
+        head = _HEAD.match(_text(block["title"] or "").strip())
         if head is None:
+            if block["lang"] in ("python", "toml"):
+                raise AssertionError(f"a {block['lang']} block without a file title in {DOC.name}:\n{_text(block['body'])}")
             continue
         path, continued = head["path"], bool(head["continued"])
         assert continued == (path in files), f"{path}: '(continued)' must mark exactly the blocks after its first"
-        files.setdefault(path, []).append(html.unescape(block["body"]).strip("\n"))
-    headed = {m.start("body") for m in _FILE_BLOCK.finditer(page)}
-    for block in _BLOCK.finditer(page):
-        if block["lang"] in ("python", "toml") and block.start("body") not in headed:
-            raise AssertionError(f"a {block['lang']} block without a file heading in {DOC.name}:\n{_text(block['body'])}")
+        files.setdefault(path, []).append(_text(block["body"]).strip("\n"))
     return {path: "\n\n\n".join(parts) + "\n" for path, parts in files.items()}
 
 
@@ -71,7 +71,7 @@ def install_commands() -> list[str]:
     page = rendered()
     section = page[page.index('id="9-install-it-and-see-it"'):]
     console = next(b for b in _BLOCK.finditer(section) if b["lang"] == "console")
-    return [ln[2:] for ln in html.unescape(console["body"]).splitlines() if ln.startswith("$ ")]
+    return [ln[2:] for ln in _text(console["body"]).splitlines() if ln.startswith("$ ")]
 
 
 def _normalised(text: str) -> str:
