@@ -37,9 +37,11 @@ PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-examp
 present=()
 for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
 TOOLS=(pytest hypothesis pytest-timeout "import-linter==2.16")
+# The docs site (mkdocs.yml): the material theme, and mkdocstrings for the API reference (docs/api.md).
+DOCS=("mkdocs==1.6.1" "mkdocs-material==9.8.1" "mkdocstrings[python]==1.0.8" "mkdocstrings-python==2.0.11")
 
 # torch is pinned by constraints.txt (an unpinned torch would pull GB of CUDA wheels).
-$PY -m pip install -q -c constraints.txt "torch==2.13.0" setuptools build "${TOOLS[@]}" mkdocs
+$PY -m pip install -q -c constraints.txt "torch==2.13.0" setuptools build "${TOOLS[@]}" "${DOCS[@]}"
 $PY -m pip install -q -c constraints.txt --no-build-isolation -e . "${present[@]/#/-e}"
 # DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
 # torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
@@ -73,7 +75,7 @@ if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
     run $PY -m pytest "$p/tests" -q -ra
   done
   if [ -f mkdocs.yml ]; then
-    run $PY -m mkdocs build --strict --site-dir "$(mktemp -d)"
+    NO_MKDOCS_2_WARNING=1 run $PY -m mkdocs build --strict --site-dir "$(mktemp -d)"
   fi
 fi
 

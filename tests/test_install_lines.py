@@ -17,7 +17,8 @@ import pytest
 from conftest import ROOT
 
 #: Distributions that depend on no torch, so installing them alone never pulls one.
-TORCH_FREE = {"pytest", "hypothesis", "pytest-timeout", "mkdocs", "import-linter", "build", "setuptools", "wheel",
+TORCH_FREE = {"pytest", "hypothesis", "pytest-timeout", "mkdocs", "mkdocs-material", "mkdocstrings",
+              "mkdocstrings-python", "import-linter", "build", "setuptools", "wheel",
               "pip", "strace", "mpi4py", "nvidia-ml-py", "amdsmi"}
 _FENCE = re.compile(r"^```(?P<lang>\w*)[^\n]*\n(?P<body>.*?)^```$", re.S | re.M)
 _SHELL = {"bash", "sh", "shell", "console", ""}
