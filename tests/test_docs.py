@@ -6,12 +6,15 @@
   environment variable name) the core and the plugins use;
 * the site builds with ``mkdocs build --strict`` (broken links, anchors and nav
   entries fail), and every page is in the nav;
+* docs/api.md (mkdocstrings) renders an entry for every public name of the plugin contract's modules, with no
+  reStructuredText shown verbatim;
 * the complete script in docs/portable-script.md runs, alone and under torchrun.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import inspect
 import re
@@ -203,6 +206,31 @@ def test_site_builds_strict(tmp_path):
     )
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
     assert (tmp_path / "site" / "hooks" / "index.html").exists()
+    api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
+    missing = [f"{module}.{name}" for module in API_MODULES for name in public_names(module)
+               if f'id="{module}.{name}"' not in api]
+    assert not missing, f"docs/api.md renders no entry for {missing}: add its module's ::: line, or its docstring"
+    roles = sorted(set(re.findall(r":(?:func|class|mod|meth|attr|data|exc|param|returns?):", api)))
+    assert not roles, f"reStructuredText {roles} shown verbatim in the API reference (scripts/griffe_rst_roles.py)"
+
+
+#: The public plugin contract that docs/api.md documents, from the docstrings (mkdocstrings).
+API_MODULES = ("ezpz.facts", "ezpz.decisions", "ezpz.policies", "ezpz.errors", "ezpz.runtime", "ezpz.plugin_kit",
+               "ezpz.testing")
+
+
+def public_names(module: str) -> list[str]:
+    """The module's ``__all__``, else the public classes and functions it defines."""
+    mod = importlib.import_module(module)
+    if hasattr(mod, "__all__"):
+        return list(mod.__all__)
+    return [n for n, v in vars(mod).items() if not n.startswith("_") and (inspect.isclass(v) or inspect.isfunction(v))
+            and v.__module__ == module]
+
+
+def test_api_page_names_every_module_of_the_contract():
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    assert re.findall(r"^::: (\S+)$", text, flags=re.M) == list(API_MODULES)
 
 
 def test_every_page_is_in_the_nav():

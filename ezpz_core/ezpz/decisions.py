@@ -27,6 +27,7 @@ __all__ = [
 
 Precision = Literal["bf16", "fp16", "fp32"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32")
+"""Every :data:`Precision` name: what a :class:`PrecisionOption` or :class:`AmpPolicy` dtype may be."""
 _TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 

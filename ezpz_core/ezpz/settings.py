@@ -24,6 +24,10 @@ HOOK_TIMEOUT_RANGE_S = (0.1, 86400.0)
 
 
 def parse_bool(environ: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """``environ[name]`` as a yes/no: ``1/true/yes/on`` or ``0/false/no/off`` (any case); *default* when unset.
+
+    Any other value raises :class:`~ezpz.errors.ConfigError` naming the variable, its value and what is allowed.
+    """
     raw = environ.get(name)
     if raw is None:
         return default

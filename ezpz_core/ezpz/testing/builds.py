@@ -33,6 +33,7 @@ BUILDS: dict[str, TorchBuild] = {
     # macOS arm64 wheel with MPS.
     "mps": TorchBuild(version="2.7.1", mps_built=True, distributed_backends=("gloo",)),
 }
+"""Representative torch builds by flavour (``cpu``, ``cuda``, ...): the presets :func:`recorded_build` starts from."""
 
 
 def recorded_build(kind: str = "cpu", **overrides: Any) -> TorchBuild:
