@@ -175,7 +175,7 @@ def portable_torchrun() -> tuple[str, str]:
     import tempfile
 
     text = (DOCS / "portable-script.md").read_text()
-    code = re.search(r"```python\n(.*?)\n```", text[text.index("## The whole script"):], re.S)[1]
+    code = re.search(r"```python[^\n]*\n(.*?)\n```", text[text.index("## The whole script"):], re.S)[1]
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "portable_train.py").write_text(code + "\n")
         proc = subprocess.run([PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",

@@ -251,7 +251,7 @@ def test_every_page_is_in_the_nav():
 def portable_script() -> str:
     text = (DOCS / "portable-script.md").read_text(encoding="utf-8")
     section = text[text.index("## The whole script"):]
-    found = re.search(r"```python\n(.*?)\n```", section, flags=re.DOTALL)
+    found = re.search(r"```python[^\n]*\n(.*?)\n```", section, flags=re.DOTALL)
     assert found, "docs/portable-script.md: no ```python block under '## The whole script'"
     return found.group(1) + "\n"
 

@@ -54,7 +54,7 @@ def test_docs_fabric_script_runs_under_torchrun(tmp_path):
     """docs/lightning.md's whole script, as printed there, on 2 torchrun ranks."""
     _need_lightning()
     text = (Path(__file__).parents[1] / "docs" / "lightning.md").read_text(encoding="utf-8")
-    found = re.search(r"```python\n(.*?)\n```", text[text.index("## The whole script"):], flags=re.DOTALL)
+    found = re.search(r"```python[^\n]*\n(.*?)\n```", text[text.index("## The whole script"):], flags=re.DOTALL)
     assert found, "docs/lightning.md: no ```python block under '## The whole script'"
     script = tmp_path / "train_fabric.py"
     script.write_text(found.group(1) + "\n", encoding="utf-8")
