@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 from ezpz.errors import ConfigError
 
-__all__ = ["PluginSettings", "SetupSettings", "parse_bool", "parse_hook_timeout", "parse_names"]
+__all__ = ["Attempt", "PluginSettings", "SetupSettings", "parse_attempt", "parse_bool", "parse_failure_dir",
+           "parse_hook_timeout", "parse_names"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -174,3 +175,60 @@ def _timeout(raw: object, name: str) -> float:
         raw, name, TIMEOUT_RANGE_S,
         fix=f"set {name} to the longest you will wait for every rank to arrive, e.g. 300 (1 s to 7 days)",
     )
+
+
+_MAX_ATTEMPT = 1_000_000
+
+
+class Attempt(NamedTuple):
+    """Which attempt of the job this process belongs to (0 = the first), and where that number came from."""
+
+    number: int = 0
+    source: str = "default (no EZPZ_ATTEMPT or TORCHELASTIC_RESTART_COUNT)"
+
+
+def _count(environ: Mapping[str, str], name: str, fix: str) -> int | None:
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and int(text) <= _MAX_ATTEMPT):
+        raise ConfigError(name=name, value=raw, expected=f"a whole number from 0 to {_MAX_ATTEMPT}", fix=fix)
+    return int(text)
+
+
+def parse_attempt(environ: Mapping[str, str]) -> Attempt:
+    """The attempt: ``EZPZ_ATTEMPT`` (``ezpz launch``'s retries) plus ``TORCHELASTIC_RESTART_COUNT`` (torchrun's).
+
+    Both are non-negative integers; either may be unset (0). A bad value raises
+    :class:`~ezpz.errors.ConfigError` naming the variable.
+    """
+    ours = _count(environ, "EZPZ_ATTEMPT", "unset EZPZ_ATTEMPT (ezpz launch sets it per retry) or set it to 0, 1, ...")
+    elastic = _count(environ, "TORCHELASTIC_RESTART_COUNT",
+                     "torchrun sets TORCHELASTIC_RESTART_COUNT itself: unset it outside torchrun")
+    parts = [f"{name}={value}" for name, value in (("EZPZ_ATTEMPT", ours), ("TORCHELASTIC_RESTART_COUNT", elastic))
+             if value is not None]
+    if not parts:
+        return Attempt()
+    return Attempt((ours or 0) + (elastic or 0), " + ".join(parts))
+
+
+def parse_failure_dir(environ: Mapping[str, str]) -> str | None:
+    """``EZPZ_FAILURE_DIR``: where a rank that ends abnormally writes its failure record; None (unset) = nowhere.
+
+    Must be a path (absolute, or relative to the working directory) that is not
+    an existing non-directory; the directory itself is created when a record is written.
+    """
+    raw = environ.get("EZPZ_FAILURE_DIR")
+    if raw is None or not raw.strip():
+        return None
+    fix = "set EZPZ_FAILURE_DIR to a directory this rank may create and write (ezpz launch sets one per attempt)"
+    if "\0" in raw or len(raw) > 4096:
+        raise ConfigError(name="EZPZ_FAILURE_DIR", value=raw[:200], expected="a directory path", fix=fix)
+    import os
+
+    path = os.path.abspath(os.path.expanduser(raw.strip()))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(name="EZPZ_FAILURE_DIR", value=raw, expected="a directory (this is an existing file)",
+                          fix=fix)
+    return path
