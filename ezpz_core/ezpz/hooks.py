@@ -112,6 +112,7 @@ def setup(
 
     from ezpz.calls import Hooks
     from ezpz.environ import apply_env_defaults
+    from ezpz.failures import capture as failures
     from ezpz.planning import explain_plan, plan_setup
     from ezpz.probe import probe_torch_build
     from ezpz.runtime import Runtime
@@ -131,6 +132,7 @@ def setup(
     hooks, build = Hooks(_host), probe_torch_build()
     the_plan = hooks.watched(lambda: plan_setup(hooks, settings, env, build))  # one hand-off for all its hooks
     _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
+    failures.install_for_setup(the_plan, settings, hooks)  # from here on, an abnormal end leaves a record
     log = _log.get_logger("ezpz.setup")
     if the_plan.launch.ignored:  # stale RANK/WORLD_SIZE under a real launcher: said on every rank
         log.warning("launch_variables_ignored", launcher=the_plan.launch.launcher,
@@ -190,7 +192,7 @@ def setup(
         backend=the_plan.backend.name, rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
         local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
         amp=the_plan.amp, profiling=the_plan.profiling, plan=the_plan, explanation=explanation,
-        process_group=launch.distributed,
+        process_group=launch.distributed, attempt=settings.attempt,
     )
     _runtime, _runtime_settings = runtime, settings
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
@@ -252,5 +254,8 @@ def teardown() -> None:
         if os.environ.get(key) == value:
             del os.environ[key]
     _applied_env.clear()
+    from ezpz.failures.capture import uninstall as stop_capturing_failures
+
+    stop_capturing_failures()
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)

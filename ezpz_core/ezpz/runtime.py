@@ -69,6 +69,8 @@ class Runtime:
     plan: SetupPlan = field(repr=False)
     explanation: Explanation = field(repr=False)
     process_group: bool = False
+    attempt: int = 0
+    """Which attempt of the job this is (0 = first): ``EZPZ_ATTEMPT`` + ``TORCHELASTIC_RESTART_COUNT``."""
     _autocast_kwargs: dict[str, Any] | None = field(init=False, repr=False, eq=False)
 
     @_autocast_kwargs.default

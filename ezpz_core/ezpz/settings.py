@@ -90,6 +90,9 @@ class SetupSettings(NamedTuple):
     log_all_ranks: bool = False
     compile: str = "auto"
     compile_from: str = "EZPZ_COMPILE"
+    attempt: int = 0
+    attempt_from: str = "default (no EZPZ_ATTEMPT or TORCHELASTIC_RESTART_COUNT)"
+    failure_dir: str | None = None
 
     @classmethod
     def resolve(
@@ -125,6 +128,7 @@ class SetupSettings(NamedTuple):
         from ezpz.compiling import parse_compile_request
 
         compile_request = parse_compile_request(compile_raw, name=compile_from)
+        attempt = parse_attempt(environ)
         return cls(
             device=device if device is not None else env_device,
             device_from="setup(device=...)" if device is not None else device_var,
@@ -137,6 +141,9 @@ class SetupSettings(NamedTuple):
             log_all_ranks=parse_bool(environ, "EZPZ_LOG_ALL_RANKS"),
             compile=compile_request,
             compile_from=compile_from,
+            attempt=attempt.number,
+            attempt_from=attempt.source,
+            failure_dir=parse_failure_dir(environ),
         )
 
 

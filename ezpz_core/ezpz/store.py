@@ -41,7 +41,7 @@ from ezpz import _log
 from ezpz.errors import JobMismatchError, RendezvousError, RendezvousTimeoutError
 from ezpz.facts import LaunchEnv
 
-__all__ = ["GRACE_S", "Rendezvous", "connect", "fingerprint", "report_refused", "run_bounded"]
+__all__ = ["GRACE_S", "Rendezvous", "connect", "current", "fingerprint", "report_refused", "run_bounded", "this_host"]
 
 GRACE_S = 5.0
 """How long past the timeout ``setup()`` waits for torch to raise its own error before raising one itself."""
@@ -49,6 +49,9 @@ GRACE_S = 5.0
 _OWNER = "ezpz/owner"
 _REFUSED = "ezpz/refused"
 _PMI_KEY = "ezpz-rendezvous"
+_ARRIVED = "ezpz-arrived"
+_FAILED = "ezpz-failed"
+_MAX_ROLL = 4096
 _T = TypeVar("_T")
 
 _stores: dict[tuple[str, int, bool], Any] = {}
@@ -101,6 +104,7 @@ class Rendezvous:
         self.identity = launch.job_id
         self.fingerprint = ""
         self.base: Any = None
+        self.gen: Any = None
         self._start = time.monotonic()
 
     @property
@@ -129,7 +133,43 @@ class Rendezvous:
         self.base = store
         _last["rendezvous"] = self
         self._check_owner(store)
-        return dist.PrefixStore(f"ezpz/{self.fingerprint}/g{self.generation}", store)
+        gen = dist.PrefixStore(f"ezpz/{self.fingerprint}/g{self.generation}", store)
+        gen.set(f"{_ARRIVED}/{launch.rank}", this_host(launch))  # who arrived, and from where (for roll calls)
+        self.gen = gen
+        return gen
+
+    # --- roll calls, after a failure -----------------------------------------------------------------------
+
+    def arrived(self) -> dict[int, str]:
+        """Ranks (at most the first 4096) that reached this generation's rendezvous, with their host."""
+        if self.gen is None:
+            return {}
+        found = {}
+        for rank in range(min(self.launch.world_size, _MAX_ROLL)):
+            key = f"{_ARRIVED}/{rank}"
+            if self.gen.check([key]):
+                found[rank] = _text(self.gen.get(key))
+        return found
+
+    def roll_call(self, grace_s: float) -> tuple[list[int], dict[int, str]]:
+        """After a collective failed on this rank: report it, wait up to ``grace_s`` for the others to report.
+
+        The ranks that did not report are the ones that did not arrive at the
+        failed collective (hung, dead, or cut off); returned with the hosts they
+        arrived from at the rendezvous.
+        """
+        if self.gen is None:
+            return [], {}
+        world = min(self.launch.world_size, _MAX_ROLL)
+        self.gen.set(f"{_FAILED}/{self.launch.rank}", "1")
+        deadline = time.monotonic() + grace_s
+        while True:
+            missing = [r for r in range(world) if not self.gen.check([f"{_FAILED}/{r}"])]
+            if not missing or time.monotonic() >= deadline:
+                break
+            time.sleep(min(0.2, max(deadline - time.monotonic(), 0.01)))
+        arrived = self.arrived()
+        return missing, {r: arrived[r] for r in missing if r in arrived}
 
     def _store(self, *, is_master: bool) -> Any:
         import torch.distributed as dist
@@ -228,6 +268,29 @@ def report_refused(deadline_s: float = 2.0) -> None:
         run_bounded(rdzv.report_refused, deadline_s, lambda: TimeoutError("store did not answer"))
     except Exception:  # a report must not turn a clean teardown into an error
         pass
+
+
+def current() -> Rendezvous | None:
+    """The last rendezvous this process opened (the generation its process group uses), or None."""
+    return _last.get("rendezvous")
+
+
+def this_host(launch: LaunchEnv) -> str:
+    """How other nodes know this rank's host: the launcher's host list entry, else the address this host uses
+    to reach the rendezvous (distinct per node even when hostnames are not), else the hostname."""
+    if launch.hosts and 0 <= launch.node_rank < len(launch.hosts):
+        return launch.hosts[launch.node_rank]
+    name = socket.gethostname()
+    if launch.master_addr and launch.num_nodes > 1:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # sends nothing: picks the route
+                probe.connect((launch.master_addr, 9))
+                addr = probe.getsockname()[0]
+            if not addr.startswith("127."):
+                return addr
+        except OSError:
+            pass
+    return name
 
 
 def connect(launch: LaunchEnv, timeout_s: float, environ: Mapping[str, str] | None = None) -> Rendezvous:
