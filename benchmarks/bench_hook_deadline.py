@@ -13,7 +13,7 @@ import sys
 import time
 
 import ezpz
-from ezpz import calls
+from ezpz.plugin_host import calls
 
 BLOCKS, PLANS = 60, 20
 

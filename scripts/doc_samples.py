@@ -241,7 +241,7 @@ def machine_label() -> str:
     import torch
 
     from ezpz.builtin.cpu import BF16_FLAGS, probe_cpu
-    from ezpz.launchers.probe import physical_cores
+    from ezpz.probes.cpu import physical_cores
 
     facts = probe_cpu()
     bf16 = ", ".join(f for f in BF16_FLAGS if f in facts.flags) or "no native bf16"

@@ -23,7 +23,7 @@ fi
 PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu)
 present=()
 for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
-TOOLS=(pytest hypothesis pytest-timeout)
+TOOLS=(pytest hypothesis pytest-timeout "import-linter==2.16")
 
 # torch is pinned by constraints.txt (an unpinned torch would pull GB of CUDA wheels).
 $PY -m pip install -q -c constraints.txt "torch==2.13.0" setuptools build "${TOOLS[@]}" mkdocs
@@ -45,6 +45,8 @@ run() { echo; echo "=== $* ==="; "$@" || { echo "=== FAILED (exit $?): $* ==="; 
 ROOT=$(pwd)
 
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
+  # The import contracts in pyproject.toml: layers, launch detection apart from launch driving, no core -> original.
+  run $PY -c "from importlinter.cli import lint_imports_command; lint_imports_command()"
   run $PY -m pytest tests -q -ra
   for p in "${present[@]}"; do
     run $PY -m pytest "$p/tests" -q -ra

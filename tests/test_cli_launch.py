@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env, need_tool
-from ezpz.launchers.probe import physical_cores
+from ezpz.probes.cpu import physical_cores
 from test_cli_support import ezpz, fake_mpiexec, path_without, site_driver, with_pythonpath
 
 PY = sys.executable

@@ -16,7 +16,7 @@ def test_plugins_lists_the_builtins_with_status():
         assert rows[name][1] == "loaded" and rows[name][2] == "ezpz"
     assert "probe_devices" in " ".join(rows["cpu"]) and "detect_launch_env" in " ".join(rows["launchers"])
     for driver in ("torchrun", "mpiexec", "srun"):
-        assert f"ezpz.launchers.drivers:{driver.capitalize()}" in proc.stdout
+        assert f"ezpz.launch_drivers.drivers:{driver.capitalize()}" in proc.stdout
 
 
 def test_plugins_json():

@@ -14,8 +14,8 @@ import pytest
 from conftest import clean_env
 from ezpz.cli._util import REDACTED, is_secret, relevant_env, scrub
 from ezpz.errors import ConfigError
-from ezpz.launchers.base import Allocation
-from ezpz.launchers.layout import resolve_layout
+from ezpz.launch_drivers.base import Allocation
+from ezpz.launch_drivers.layout import resolve_layout
 
 
 def ezpz(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -49,7 +49,7 @@ def broken_plugin(root: Path, message: str = "vendor SDK missing") -> Path:
 
 
 SITE_DRIVER = """
-    from ezpz.launchers.base import Allocation, Command, Match
+    from ezpz.launch_drivers.base import Allocation, Command, Match
 
     class Flux:
         def match(self, environ):

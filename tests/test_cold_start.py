@@ -31,7 +31,7 @@ def test_import_ezpz_loads_neither_structlog_nor_attrs_nor_records():
     for heavy in ("structlog", "attr", "attrs", "ezpz.facts", "ezpz.decisions", "ezpz.policies", "torch"):
         assert heavy not in loaded, heavy
     # discovery did run: the built-ins and the installed vendor plugins' entry modules are imported
-    assert {"ezpz.builtin.cpu", "ezpz.builtin.launchers"} <= loaded
+    assert {"ezpz.builtin.cpu", "ezpz.builtin.launch_env"} <= loaded
 
 
 @pytest.mark.parametrize(("build", "ruled_out"), [

@@ -180,7 +180,7 @@ def test_compile_is_a_decision_in_ezpz_doctor_json():
 
 def test_import_ezpz_loads_no_compile_or_deepspeed_module():
     code = ("import sys, json, ezpz; print(json.dumps(sorted(m for m in sys.modules if m in WATCH)))"
-            .replace("WATCH", repr({"ezpz.compiling", "ezpz.builtin.cxx", "ezpz.integrations.deepspeed",
+            .replace("WATCH", repr({"ezpz.compiling", "ezpz.builtin.cxx", "ezpz.deepspeed_config",
                                     "ezpz_cuda.compile_policy", "ezpz_rocm.compile_policy", "ezpz_xpu.compile_policy",
                                     "deepspeed", "triton"})))
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
@@ -192,7 +192,7 @@ def test_import_ezpz_loads_no_compile_or_deepspeed_module():
 def test_recorded_mac_plan_compiles_per_torch_version_and_names_deepspeeds_mps_accelerator(monkeypatch, build, backend):
     """A recorded Apple-silicon Mac (macOS 14.5; MPS available) through the real plan, and the lifecycle answer."""
     from ezpz.builtin import mps
-    from ezpz.calls import Hooks
+    from ezpz.plugin_host.calls import Hooks
 
     monkeypatch.setattr(mps, "probe_mps", lambda: mps.MpsFacts(available=True, macos=(14, 5)))
     plan, explanation = ezpz.hooks.plan(environ={}, build=build)

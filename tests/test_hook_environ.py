@@ -16,7 +16,7 @@ import pytest
 import ezpz
 from ezpz import hookimpl
 from ezpz.decisions import LifecycleAction
-from ezpz.environ import EnvironSnapshot, EnvironWriteError, apply_env_defaults, snapshot
+from ezpz.startup.environ import EnvironSnapshot, EnvironWriteError, apply_env_defaults, snapshot
 from ezpz.facts import ProbeReport
 from ezpz.testing import make_host, make_plan
 

@@ -20,8 +20,8 @@ import pytest
 from conftest import clean_env
 from ezpz.errors import ConfigError
 from ezpz.inputs import InputFileError, check_host, read_lines
-from ezpz.launch.hostlist import read_hostfile
-from ezpz.plugins import PluginHost
+from ezpz.hostlist import read_hostfile
+from ezpz.plugin_host.host import PluginHost
 from ezpz.policies import parse_device_request
 from ezpz.settings import PluginSettings, SetupSettings
 from test_cli_support import ezpz

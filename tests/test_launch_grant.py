@@ -15,7 +15,7 @@ import pytest
 
 from conftest import clean_env
 from ezpz.errors import ConfigError
-from ezpz.launchers.grant import Grant, granted, pbs_grant, slurm_grant, use_grant
+from ezpz.launch_drivers.grant import Grant, granted, pbs_grant, slurm_grant, use_grant
 from test_cli_support import ezpz
 
 SALLOC_N2 = {  # recorded: salloc -n 2 (one node, 2 CPUs granted)

@@ -85,7 +85,7 @@ def test_listener_that_accepts_and_never_speaks_is_a_named_error_within_timeout_
 DYING_STORE = """
 import datetime, os, time
 import torch.distributed as dist
-from ezpz.store import fingerprint
+from ezpz.launch_env.store import fingerprint
 store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=30), wait_for_workers=False)
 store.set("ezpz/owner", fingerprint("env", None, 2))  # a genuine claim: rank 1 gets past the ownership check
 print(store.port, flush=True)
@@ -263,7 +263,7 @@ def test_two_launches_in_one_allocation_get_their_own_port_and_fingerprint():
     from test_launch_env import OPENMPI, PALS, SLURM_STEP
 
     from ezpz.launch import detect_launch_env
-    from ezpz.store import fingerprint
+    from ezpz.launch_env.store import fingerprint
 
     job_wide = {"SLURM_JOB_ID": "4242", "PBS_JOBID": "4242.pbs"}
     pairs = [

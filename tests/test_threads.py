@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import clean_env, need_tool, rank_rows
-from ezpz.threads import ThreadFacts, choose_threads
+from ezpz.startup.threads import ThreadFacts, choose_threads
 
 
 @pytest.mark.parametrize(("cores", "local", "want"), [
@@ -96,7 +96,7 @@ ezpz.hooks.teardown()
 def test_two_ranks_under_mpiexec_apply_the_decision(tmp_path, pre):
     """Whatever this host's core count, each rank runs the count its `threads` decision names."""
     mpiexec = need_tool("mpiexec")
-    from ezpz.launchers.probe import physical_cores
+    from ezpz.probes.cpu import physical_cores
 
     user = physical_cores() + 1  # never torch's default here, so it reads as the user's choice
     script = tmp_path / "check.py"

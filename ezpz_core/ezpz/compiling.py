@@ -17,6 +17,7 @@ from attrs import field, frozen
 
 from ezpz._convert import as_dict, as_tuple
 from ezpz.errors import ConfigError, UnavailableError
+from ezpz.settings import COMPILE_BACKENDS, COMPILE_CHOICES, parse_compile_request
 
 __all__ = [
     "ALWAYS_AVAILABLE",
@@ -32,10 +33,6 @@ __all__ = [
     "triton_installed",
 ]
 
-#: Backends a plugin may offer. ``none`` means "do not call torch.compile".
-COMPILE_BACKENDS: tuple[str, ...] = ("inductor", "aot_eager", "eager", "none")
-#: What ``EZPZ_COMPILE`` / ``setup(compile=...)`` accept.
-COMPILE_CHOICES: tuple[str, ...] = ("auto", *COMPILE_BACKENDS)
 #: Need nothing from the device: ``eager`` only traces with TorchDynamo, ``none`` skips compiling.
 ALWAYS_AVAILABLE: Mapping[str, str] = {
     "eager": "TorchDynamo tracing with eager kernels needs no device compiler",
@@ -118,20 +115,6 @@ def choose_compile(
 def no_compile_answer(device: str) -> CompilePolicy:
     """What the core uses when no plugin describes torch.compile for the device."""
     return CompilePolicy(backend="none", reason=f"no plugin described torch.compile for {device}: not compiling")
-
-
-def parse_compile_request(raw: object, *, name: str) -> str:
-    """Validate ``EZPZ_COMPILE`` / ``setup(compile=...)``: one of :data:`COMPILE_CHOICES` (case-insensitive)."""
-    text = raw.strip().lower() if isinstance(raw, str) else None
-    aliases = {"off": "none", "0": "none", "false": "none", "": "auto"}
-    text = aliases.get(text, text) if text is not None else None
-    if text not in COMPILE_CHOICES:
-        raise ConfigError(
-            name=name, value=raw, expected=f"one of {', '.join(COMPILE_CHOICES)}",
-            fix=f"set {name} to one of {', '.join(COMPILE_CHOICES)} (auto lets the device plugin pick; none or off "
-                "turns compiling off)",
-        )
-    return text
 
 
 def apply_compile_request(policy: CompilePolicy, requested: str, *, device: str,

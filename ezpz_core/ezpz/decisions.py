@@ -68,6 +68,10 @@ class BackendChoice:
     alternatives: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
 
 
+#: How :attr:`AmpPolicy.alternatives` reasons start, so the per-dtype support can be read back.
+SUPPORTED, UNSUPPORTED = "supported: ", "unsupported: "
+
+
 @frozen(kw_only=True)
 class PrecisionOption:
     """One low-precision dtype and whether the device supports it."""
@@ -95,6 +99,21 @@ class AmpPolicy:
         import torch
 
         return getattr(torch, _TORCH_DTYPE_NAMES[self.dtype])
+
+    def why_unsupported(self, dtype: str, device: str) -> str | None:
+        """None when the plugin said ``device`` supports ``dtype``, else its reason why not.
+
+        Read from :attr:`alternatives`, which :func:`ezpz.policies.choose_precision`
+        fills with every option the plugin listed (``supported: ...``/``unsupported: ...``).
+        """
+        if dtype == self.dtype or dtype == "fp32":
+            return None
+        for alt in self.alternatives:
+            if alt.name == dtype:
+                if alt.reason.startswith(SUPPORTED):
+                    return None
+                return alt.reason.removeprefix(UNSUPPORTED)
+        return f"the device plugin did not list {dtype} among {device}'s precisions"
 
 
 @frozen(kw_only=True)
@@ -140,7 +159,7 @@ class SetupPlan:
     profiling: ProfilingSupport
     timeout_s: float
     compile: Any = None  # ezpz.compiling.CompilePolicy; None only in plans built by hand
-    threads: Any = None  # ezpz.threads.ThreadsChoice: intra-op CPU threads for this rank
+    threads: Any = None  # ezpz.startup.threads.ThreadsChoice: intra-op CPU threads for this rank
 
 
 @frozen(kw_only=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ezpz import _log
 from ezpz.errors import ConfigError, SetupError, UnavailableError
-from ezpz.plugins import PluginHost, load_plugins
+from ezpz.plugin_host.host import PluginHost, load_plugins
 from ezpz.settings import PluginSettings, SetupSettings
 
 if TYPE_CHECKING:  # imported where used: `import ezpz` only discovers plugins
@@ -82,9 +82,9 @@ def plan(
     ``environ`` and ``build`` replace the process environment and the torch
     build probe, so tests can feed recorded facts through the real decision path.
     """
-    from ezpz.calls import Hooks
-    from ezpz.planning import explain_plan, plan_setup
-    from ezpz.probe import probe_torch_build
+    from ezpz.plugin_host.calls import Hooks
+    from ezpz.startup.planning import explain_plan, plan_setup
+    from ezpz.probes.torch_build import probe_torch_build
 
     if _host_error is not None:
         raise _host_error
@@ -110,11 +110,11 @@ def setup(
     global _runtime, _runtime_settings
     import attrs
 
-    from ezpz.calls import Hooks
-    from ezpz.environ import apply_env_defaults
+    from ezpz.plugin_host.calls import Hooks
+    from ezpz.startup.environ import apply_env_defaults
     from ezpz.failures import capture as failures
-    from ezpz.planning import explain_plan, plan_setup
-    from ezpz.probe import probe_torch_build
+    from ezpz.startup.planning import explain_plan, plan_setup
+    from ezpz.probes.torch_build import probe_torch_build
     from ezpz.runtime import Runtime
 
     if _host_error is not None:
@@ -161,7 +161,7 @@ def setup(
 
     _check_autocast(the_plan)
     if the_plan.threads is not None:
-        from ezpz.threads import apply_threads
+        from ezpz.startup.threads import apply_threads
 
         apply_threads(the_plan.threads)
     dev = the_plan.device
@@ -171,7 +171,7 @@ def setup(
         if set_device is not None:
             set_device(dev.index)
     if the_plan.launch.distributed:
-        from ezpz.process_group import init_process_group
+        from ezpz.startup.process_group import init_process_group
 
         init_process_group(the_plan)
     if the_plan.amp.tf32:
@@ -247,7 +247,7 @@ def teardown() -> None:
 
         if dist.is_initialized():
             dist.destroy_process_group()
-        from ezpz.store import report_refused
+        from ezpz.launch_env.store import report_refused
 
         report_refused()  # rank 0: name processes of other launches that reached this job's store
     for key, value in list(_applied_env.items()):

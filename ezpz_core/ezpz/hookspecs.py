@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import pluggy
+from ezpz.markers import hookspec
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from ezpz.failures.signatures import FailureSignature
     from ezpz.runtime import Runtime
 
-hookspec = pluggy.HookspecMarker("ezpz")
 
 
 @hookspec
@@ -38,7 +37,7 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 
     :param build: The installed torch's build facts.
     :param environ: A read-only snapshot of the process environment; writing raises
-        :class:`ezpz.environ.EnvironWriteError` and quarantines the plugin.
+        :class:`ezpz.startup.environ.EnvironWriteError` and quarantines the plugin.
     :return: A :class:`~ezpz.facts.ProbeReport` whose candidates carry a
         priority and reason and whose rejections say why ("torch built without
         XPU"), or None when the plugin has nothing to say.
@@ -108,10 +107,10 @@ def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv | None:
     process; a site plugin can answer first for its own launcher.
 
     :param environ: A read-only snapshot of the process environment; writing raises
-        :class:`ezpz.environ.EnvironWriteError` and quarantines the plugin.
+        :class:`ezpz.startup.environ.EnvironWriteError` and quarantines the plugin.
     :return: A :class:`~ezpz.facts.LaunchEnv`, or None. Leave ``master_addr``/
         ``master_port`` as None to have the core derive them
-        (:func:`ezpz.launch.resolve_rendezvous`).
+        (:func:`ezpz.launch_env.resolve_rendezvous`).
 
     .. versionadded:: 0.1
     """

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ezpz.decisions import AmpPolicy, BackendChoice, BackendOption, DeviceChoice, PrecisionOption
+from ezpz.decisions import (
+    SUPPORTED, UNSUPPORTED, AmpPolicy, BackendChoice, BackendOption, DeviceChoice, PrecisionOption,
+)
 from ezpz.errors import UnavailableError
 from ezpz.facts import Alternative, DeviceCandidate, Rejection
 
@@ -185,7 +187,7 @@ def choose_precision(
         raise ConfigError(
             name=requested_from, value=requested, expected="one of auto, bf16, fp16, fp32", fix=f"set {requested_from}=auto"
         )
-    alts = [Alternative(name=o.dtype, reason=("supported: " if o.supported else "unsupported: ") + o.reason) for o in options]
+    alts = [Alternative(name=o.dtype, reason=(SUPPORTED if o.supported else UNSUPPORTED) + o.reason) for o in options]
     if want == "fp32":
         return AmpPolicy(
             dtype="fp32", autocast=False, grad_scaler=False, tf32=tf32, tf32_reason=tf32_reason,

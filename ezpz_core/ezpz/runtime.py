@@ -165,7 +165,7 @@ class Runtime:
         Everything ``base`` sets is kept; a precision section that asks for a
         dtype this device cannot do raises, naming the key. See ``docs/deepspeed.md``.
         """
-        from ezpz.integrations.deepspeed import deepspeed_config
+        from ezpz.deepspeed_config import deepspeed_config
 
         return deepspeed_config(self.plan, base)
 

@@ -15,6 +15,10 @@ __all__ = ["Attempt", "PluginSettings", "SetupSettings", "parse_attempt", "parse
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 PRECISION_CHOICES = ("auto", "bf16", "fp16", "fp32")
+#: Backends a compile policy may name. ``none`` means "do not call torch.compile".
+COMPILE_BACKENDS: tuple[str, ...] = ("inductor", "aot_eager", "eager", "none")
+#: What ``EZPZ_COMPILE`` / ``setup(compile=...)`` accept.
+COMPILE_CHOICES: tuple[str, ...] = ("auto", *COMPILE_BACKENDS)
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_HOOK_TIMEOUT_S = 60.0
 HOOK_TIMEOUT_RANGE_S = (0.1, 86400.0)
@@ -36,7 +40,7 @@ def parse_names(raw: str | None) -> frozenset[str] | None:
     """``None`` stays None (unset); ``""`` is the empty set; ``"a, b c"`` -> {"a", "b", "c"}.
 
     Names are separated by commas and/or whitespace; entries with other
-    characters are kept as given, for discovery to report (:mod:`ezpz.plugin_names`).
+    characters are kept as given, for discovery to report (:mod:`ezpz.plugin_host.names`).
     """
     if raw is None:
         return None
@@ -125,8 +129,6 @@ class SetupSettings(NamedTuple):
             timeout_s, timeout_from = DEFAULT_TIMEOUT_S, "default"
         compile_from = "setup(compile=...)" if compile is not None else "EZPZ_COMPILE"
         compile_raw = compile if compile is not None else environ.get("EZPZ_COMPILE", "auto")
-        from ezpz.compiling import parse_compile_request
-
         compile_request = parse_compile_request(compile_raw, name=compile_from)
         attempt = parse_attempt(environ)
         return cls(
@@ -239,3 +241,17 @@ def parse_failure_dir(environ: Mapping[str, str]) -> str | None:
         raise ConfigError(name="EZPZ_FAILURE_DIR", value=raw, expected="a directory (this is an existing file)",
                           fix=fix)
     return path
+
+
+def parse_compile_request(raw: object, *, name: str) -> str:
+    """Validate ``EZPZ_COMPILE`` / ``setup(compile=...)``: one of :data:`COMPILE_CHOICES` (case-insensitive)."""
+    text = raw.strip().lower() if isinstance(raw, str) else None
+    aliases = {"off": "none", "0": "none", "false": "none", "": "auto"}
+    text = aliases.get(text, text) if text is not None else None
+    if text not in COMPILE_CHOICES:
+        raise ConfigError(
+            name=name, value=raw, expected=f"one of {', '.join(COMPILE_CHOICES)}",
+            fix=f"set {name} to one of {', '.join(COMPILE_CHOICES)} (auto lets the device plugin pick; none or off "
+                "turns compiling off)",
+        )
+    return text

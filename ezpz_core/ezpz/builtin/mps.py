@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from typing import TYPE_CHECKING, Any
 
-from ezpz import hookimpl
+from ezpz.markers import hookimpl
 
 if TYPE_CHECKING:  # imported in the hook bodies to keep `import ezpz` cheap
     from ezpz.compiling import CompileOption, CompilePolicy
@@ -166,6 +166,6 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Tell DeepSpeed to use its MPS accelerator instead of guessing (``DS_ACCELERATOR=mps``)."""
     if not _ours(plan.device.candidate.facts):
         return None
-    from ezpz.integrations.deepspeed import with_ds_accelerator
+    from ezpz.deepspeed_config import with_ds_accelerator
 
     return with_ds_accelerator(None, DS_ACCELERATOR, "MPS")

@@ -42,7 +42,7 @@ def _torch_build(plan: Any) -> dict[str, Any]:
     if plan is not None:
         return jsonable(plan.build)
     try:
-        from ezpz.probe import probe_torch_build
+        from ezpz.probes.torch_build import probe_torch_build
 
         return jsonable(probe_torch_build())
     except Exception as err:  # torch itself is broken: say so rather than crash
@@ -50,7 +50,7 @@ def _torch_build(plan: Any) -> dict[str, Any]:
 
 
 def _launcher(environ: Mapping[str, str]) -> dict[str, Any]:
-    from ezpz.launchers import select
+    from ezpz.launch_drivers import select
 
     try:
         name, _driver, found, passed = select(environ)
@@ -62,7 +62,7 @@ def _launcher(environ: Mapping[str, str]) -> dict[str, Any]:
 
 def _allocation(environ: Mapping[str, str]) -> dict[str, Any] | None:
     """The ranks the scheduler granted this job (what `ezpz launch` with no -n starts), or None."""
-    from ezpz.launchers.grant import granted
+    from ezpz.launch_drivers.grant import granted
 
     try:
         grant = granted(environ)

@@ -15,8 +15,9 @@ import os
 import sys
 
 from ezpz.cli._util import err
-from ezpz.launchers import LaunchPlan, prepare
-from ezpz.launchers.run import run as run_command
+from ezpz.cli.device_slots import planned_device_slots
+from ezpz.launch_drivers import LaunchPlan, prepare
+from ezpz.launch_drivers.run import run as run_command
 from ezpz.settings import seconds_in_range
 
 __all__ = ["GRACE_RANGE_S", "add_launch_flags", "add_parser", "describe", "execute", "run"]
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
-    plan = prepare(command, launcher=args.launcher, n=args.n, ppn=args.ppn, hostfile=args.hostfile, environ=os.environ)
+    plan = prepare(command, launcher=args.launcher, n=args.n, ppn=args.ppn, hostfile=args.hostfile, environ=os.environ,
+                   devices=lambda: planned_device_slots(os.environ))
     describe(plan, "ezpz launch", verbose=args.verbose > 0)
     if args.dry_run:
         print(plan.command.shell(), flush=True)

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ezpz.cli._util import table
-from ezpz.plugins import PluginHost
+from ezpz.plugin_host.host import PluginHost
 from ezpz.redact import scrub
 
 __all__ = ["add_parser", "driver_rows", "plugin_rows", "run"]
@@ -33,7 +33,7 @@ def plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
 
 def driver_rows() -> list[dict[str, Any]]:
     """One row per launch driver entry point (group ``ezpz.launchers``); none is imported."""
-    from ezpz.launchers.registry import scan_drivers
+    from ezpz.launch_drivers.registry import scan_drivers
 
     rows = []
     for f in sorted(scan_drivers(), key=lambda f: (f.name, f.refused is not None)):

@@ -19,8 +19,9 @@ from typing import Any
 
 from ezpz.cli._util import err
 from ezpz.cli.launch import add_launch_flags, describe, execute
-from ezpz.launchers import Command, LaunchPlan, Layout, prepare
-from ezpz.launchers.base import Allocation
+from ezpz.cli.device_slots import planned_device_slots
+from ezpz.launch_drivers import Command, LaunchPlan, Layout, prepare
+from ezpz.launch_drivers.base import Allocation
 from ezpz.redact import scrub
 
 __all__ = ["add_parser", "run"]
@@ -89,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
                               layout=Layout(n=1, ppn=1, nodes=1, allocation=Allocation(), why="1 process (-n 1)"),
                               command=Command(argv=argv))
         else:
-            plan = prepare(argv, launcher=args.launcher, n=n, ppn=args.ppn, hostfile=args.hostfile)
+            plan = prepare(argv, launcher=args.launcher, n=n, ppn=args.ppn, hostfile=args.hostfile,
+                                   devices=lambda: planned_device_slots(os.environ))
         describe(plan, "ezpz test", verbose=args.verbose > 0)
         start = time.perf_counter()
         code = execute(plan, "ezpz test", args.grace, job_stdout_to_stderr=args.json)

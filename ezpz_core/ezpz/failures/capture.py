@@ -34,7 +34,7 @@ from ezpz.failures.record import FailureRecord, write_failure
 from ezpz.failures.signatures import FailureSignature
 
 if TYPE_CHECKING:
-    from ezpz.calls import Hooks
+    from ezpz.plugin_host.calls import Hooks
     from ezpz.decisions import SetupPlan
     from ezpz.settings import SetupSettings
 
@@ -81,7 +81,7 @@ def install(*, rank: int, world_size: int, host: str, attempt: int, directory: s
 
 def install_for_setup(plan: SetupPlan, settings: SetupSettings, hooks: Hooks) -> None:
     """:func:`install` with what ``setup()`` knows: the plan's rank and layout, the attempt, the plugins' signatures."""
-    from ezpz.store import this_host
+    from ezpz.launch_env.store import this_host
 
     install(rank=plan.launch.rank, world_size=plan.launch.world_size, host=this_host(plan.launch),
             attempt=settings.attempt, directory=settings.failure_dir, signatures=hooks.failure_signatures(),
@@ -121,7 +121,7 @@ def record_exception(exc: BaseException) -> FailureRecord | None:
 
 
 def _roll_call(cap: _Capture) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    from ezpz import store
+    from ezpz.launch_env import store
 
     rdzv = store.current()
     if rdzv is None or rdzv.gen is None:

@@ -1,1 +1,1 @@
-"""Integrations with frameworks that read ezpz's decisions (DeepSpeed); each imports its framework lazily."""
+"""Bridges to other frameworks: each takes a runtime or plan, imports its framework lazily, never calls plugins."""

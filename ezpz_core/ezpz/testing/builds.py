@@ -3,7 +3,7 @@
 Policies are pure functions of facts, so a vendor plugin's decisions can be
 tested on a laptop by feeding it the :class:`~ezpz.facts.TorchBuild` of the
 machine it targets. The presets below describe the public wheels of each
-flavour (what ``ezpz.probe.probe_torch_build()`` reports there); override any
+flavour (what ``ezpz.probes.torch_build.probe_torch_build()`` reports there); override any
 field for the case at hand::
 
     build = recorded_build("xpu", version="2.5.1+xpu", distributed_backends=("gloo",))
@@ -41,7 +41,7 @@ def recorded_build(kind: str = "cpu", **overrides: Any) -> TorchBuild:
     ``recorded_build("this")`` probes the installed torch instead.
     """
     if kind == "this":
-        from ezpz.probe import probe_torch_build
+        from ezpz.probes.torch_build import probe_torch_build
 
         base = probe_torch_build()
     else:

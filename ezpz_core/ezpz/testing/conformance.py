@@ -6,7 +6,7 @@ A plugin passes when:
   arguments (checked by hand for clear messages, then by pluggy's own
   ``register``/``check_pending`` in a fresh manager), and no ``ezpz_*``
   function is left unmarked (pluggy would silently ignore it);
-* registering it in a fresh :class:`~ezpz.plugins.PluginHost` beside the
+* registering it in a fresh :class:`~ezpz.plugin_host.host.PluginHost` beside the
   built-ins quarantines nothing, and planning with that host works;
 * each hook, called with this machine's (or the given, recorded) inputs and
   with synthetic ones, returns its documented type or None, never raises,
@@ -52,7 +52,7 @@ from ezpz.decisions import (
 from ezpz.errors import ConfigError
 from ezpz.explain import Explanation
 from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
-from ezpz.plugins import ENTRY_POINT_GROUP
+from ezpz.plugin_host.host import ENTRY_POINT_GROUP
 
 __all__ = [
     "HOOK_RETURNS",
@@ -648,7 +648,7 @@ def check_plugin(
         f"{', '.join(wrappers)}: ezpz calls each plugin on its own and quarantines wrappers" if wrappers else "",
     ))
     if build is None:
-        from ezpz.probe import probe_torch_build
+        from ezpz.probes.torch_build import probe_torch_build
 
         build = probe_torch_build()
     env = dict(os.environ if environ is None else environ)

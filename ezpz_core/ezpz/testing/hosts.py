@@ -11,11 +11,11 @@ import importlib.metadata
 from collections.abc import Mapping
 from types import ModuleType
 
-from ezpz.calls import Hooks
+from ezpz.plugin_host.calls import Hooks
 from ezpz.decisions import SetupPlan
 from ezpz.facts import TorchBuild
-from ezpz.entry_points import is_builtin
-from ezpz.plugins import ENTRY_POINT_GROUP, PluginHost
+from ezpz.plugin_host.entry_points import is_builtin
+from ezpz.plugin_host.host import ENTRY_POINT_GROUP, PluginHost
 from ezpz.settings import PluginSettings, SetupSettings
 
 __all__ = ["builtin_plugins", "make_host", "make_plan", "plugin_name"]
@@ -39,7 +39,7 @@ def make_host(
     *plugins: object, builtins: bool = True, settings: PluginSettings | None = None,
     names: Mapping[str, object] | None = None,
 ) -> PluginHost:
-    """A new :class:`~ezpz.plugins.PluginHost` holding the built-ins (unless ``builtins=False``) and ``plugins``.
+    """A new :class:`~ezpz.plugin_host.host.PluginHost` holding the built-ins (unless ``builtins=False``) and ``plugins``.
 
     No entry points are scanned, so installed third-party plugins stay out.
     ``plugins`` register under their module name; ``names`` maps explicit
@@ -73,8 +73,8 @@ def make_plan(
     ``environ=os.environ`` for the real thing. ``build`` defaults to the
     installed torch.
     """
-    from ezpz.planning import plan_setup
-    from ezpz.probe import probe_torch_build
+    from ezpz.startup.planning import plan_setup
+    from ezpz.probes.torch_build import probe_torch_build
 
     env: Mapping[str, str] = {} if environ is None else environ
     settings = SetupSettings.resolve(env, device=device, backend=backend, precision=precision, timeout=timeout)

@@ -5,7 +5,7 @@ Enable with ``pytest -p ezpz.testing.pytest_plugin``, with
 ``conftest.py``, or by importing the fixtures into a test module or a
 nested ``conftest.py`` (``from ezpz.testing.pytest_plugin import ezpz_host``).
 
-* ``ezpz_host``: a fresh :class:`~ezpz.plugins.PluginHost` holding only the
+* ``ezpz_host``: a fresh :class:`~ezpz.plugin_host.host.PluginHost` holding only the
   built-in plugins; ``ezpz_host.register(name, plugin)`` adds yours, and
   :func:`ezpz.testing.make_plan` plans with it.
 * ``recorded_build``: the :func:`ezpz.testing.recorded_build` factory,
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ezpz.facts import TorchBuild
-from ezpz.plugins import PluginHost
+from ezpz.plugin_host.host import PluginHost
 from ezpz.testing.builds import recorded_build as _recorded_build
 from ezpz.testing.hosts import make_host
 

@@ -195,7 +195,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     from ezpz.decisions import LifecycleAction
     from ezpz_cuda.facts import CudaFacts
 
-    from ezpz.integrations.deepspeed import with_ds_accelerator
+    from ezpz.deepspeed_config import with_ds_accelerator
     from ezpz_cuda.compile_policy import DS_ACCELERATOR
 
     facts = plan.device.candidate.facts

@@ -98,7 +98,7 @@ def test_real_probe_with_the_installed_torch_build(monkeypatch):
     """The real probes and the real build facts of this machine: a clear answer either way."""
     import torch
 
-    from ezpz.probe import probe_torch_build
+    from ezpz.probes.torch_build import probe_torch_build
 
     monkeypatch.setattr(probe, "nvml_gpus", _nvml_gpus)
     monkeypatch.setattr(probe, "torch_gpus", _torch_gpus)

@@ -147,7 +147,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """``DS_ACCELERATOR=cuda`` for DeepSpeed; TunableOp (``PYTORCH_TUNABLEOP_ENABLED=1``) only when the user opted in."""
     if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
         return None
-    from ezpz.integrations.deepspeed import with_ds_accelerator
+    from ezpz.deepspeed_config import with_ds_accelerator
     from ezpz_rocm import policy
     from ezpz_rocm.compile_policy import DS_ACCELERATOR
     from ezpz_rocm.facts import RocmFacts

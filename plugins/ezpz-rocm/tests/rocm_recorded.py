@@ -62,7 +62,7 @@ NODES: dict[str, Node] = {
     "unknown": _node("unknown", 2, "AMD Future GPU", "gfx1999", 48, "synthetic"),
 }
 
-#: ROCm wheels of torch as ``ezpz.probe.probe_torch_build()`` reports them (gloo + nccl=RCCL).
+#: ROCm wheels of torch as ``ezpz.probes.torch_build.probe_torch_build()`` reports them (gloo + nccl=RCCL).
 BUILDS: dict[str, TorchBuild] = {
     # HIP 6.1.40091 is ROCm 6.1's HIP (ROCm 6.1 compatibility matrix, "hipother 6.1.40091":
     # https://rocm.docs.amd.com/en/docs-6.1.0/compatibility/compatibility-matrix.html); the "-a8dbc0c19" suffix is

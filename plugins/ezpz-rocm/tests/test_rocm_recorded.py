@@ -13,7 +13,7 @@ import pytest
 from rocm_recorded import BUILDS, CPU, NO_RCCL, torchrun_env
 
 import ezpz
-from ezpz.calls import Hooks
+from ezpz.plugin_host.calls import Hooks
 from ezpz.decisions import SetupPlan
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz_rocm.facts import RocmFacts

@@ -163,7 +163,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     if plan.backend.name == "gloo" and plan.launch.distributed:
         log.warning("xpu_backend_fallback", backend="gloo", reason=plan.backend.reason)
         said.append("collectives fall back to gloo (CPU tensors only): " + plan.backend.reason)
-    from ezpz.integrations.deepspeed import with_ds_accelerator
+    from ezpz.deepspeed_config import with_ds_accelerator
     from ezpz_xpu.compile_policy import DS_ACCELERATOR
 
     return with_ds_accelerator(LifecycleAction(reason="; ".join(said)), DS_ACCELERATOR, "XPU")

@@ -17,7 +17,7 @@ pytestmark = [
 
 def test_live_probe_matches_torch() -> None:
     import ezpz.hooks
-    from ezpz.probe import probe_torch_build
+    from ezpz.probes.torch_build import probe_torch_build
 
     from ezpz_xpu import probe
 

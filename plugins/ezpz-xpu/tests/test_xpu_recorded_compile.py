@@ -11,9 +11,9 @@ import pytest
 from xpu_recorded import AURORA_FLAT, MTL_IGPU, TORCH_2_4_XPU, TORCH_2_7_XPU, TORCH_2_8_XPU, TORCH_2_13_XPU
 from xpu_testlib import plan
 
-from ezpz.calls import Hooks
+from ezpz.plugin_host.calls import Hooks
 from ezpz.errors import UnavailableError
-from ezpz.integrations.deepspeed import deepspeed_config
+from ezpz.deepspeed_config import deepspeed_config
 import ezpz.hooks
 from ezpz_xpu import plugin
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 from xpu_testlib import plan, torchrun_env
-from ezpz.calls import Hooks
+from ezpz.plugin_host.calls import Hooks
 from ezpz.errors import UnavailableError
 from xpu_recorded import AURORA_FLAT, MTL_IGPU, TORCH_2_4_XPU, TORCH_2_7_XPU, TORCH_2_8_XPU, TORCH_2_13_XPU, XPU_BUILDS
 

@@ -1,0 +1,28 @@
+"""How many devices a node has, as ``setup()`` would choose them: what ``ezpz launch`` tells the drivers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ezpz.launch_drivers.base import DeviceSlots
+
+__all__ = ["planned_device_slots"]
+
+
+def planned_device_slots(environ: Mapping[str, str]) -> DeviceSlots:
+    """Devices per node from ``ezpz.hooks.plan()`` on ``environ``; one shared device when planning fails.
+
+    A broken plugin or launcher variable must not stop a launch that could be
+    told ``-n``/``--ppn``, so the failure becomes the reason instead.
+    """
+    try:
+        from ezpz.hooks import plan
+
+        the_plan, _ = plan(environ=environ)
+    except Exception as err:
+        return DeviceSlots(per_node=1, shared=True, why=f"could not probe devices ({type(err).__name__}: {err})")
+    cand = the_plan.device.candidate
+    if cand.shared or cand.count < 1:
+        return DeviceSlots(per_node=1, shared=True, why=f"{cand.device_type} is one device shared by all ranks")
+    return DeviceSlots(per_node=cand.count, shared=False,
+                       why=f"{cand.count} {cand.device_type} device(s) per node ({cand.vendor})")

@@ -1,0 +1,134 @@
+"""The detection order, the single-process fallback, and running the detectors in order.
+
+Order (first match wins):
+
+1. ``torchrun``: torchrun's own variables, complete and unambiguous (torchrun is the innermost
+   launcher when it runs under mpiexec or srun).
+2. ``openmpi``: Open MPI also exports PMIX_RANK, and under Slurm its daemons' SLURM_* leak in.
+3. ``pals``: PALS also exports PMI_RANK/PMI_SIZE, so it goes before Hydra.
+4. ``hydra``: MPICH/Intel MPI.
+5. ``pmix``: PMIX_RANK alone; srun --mpi=pmix also sets it, so before Slurm.
+6. ``slurm``: tasks of an srun job step (not a batch script).
+7. ``env``: RANK/WORLD_SIZE set by hand or by a wrapper script, when no launcher above matched.
+8. ``single``: none of the above; one process.
+
+When a launcher of 2-6 matched and RANK/WORLD_SIZE (or LOCAL_RANK ...) are also set and
+disagree, :func:`ezpz.launch_env.conflicts.reconcile` decides, loudly: the trace names every
+ignored variable and why, or every rank raises naming both sources.
+
+Detectors are pure functions of the environment returning a LaunchEnv (rendezvous
+unresolved) or the reason they do not apply; they raise LaunchEnvError when their
+launcher's variables are present but inconsistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from ezpz.errors import LaunchEnvError
+from ezpz.facts import Alternative, LaunchEnv
+from ezpz.launch_env._parse import get, parse_int
+from ezpz.launch_env.conflicts import reconcile
+from ezpz.launch_env.mpi import detect_hydra, detect_openmpi, detect_pals
+from ezpz.launch_env.slurm import detect_slurm
+from ezpz.launch_env.torch_env import detect_env, detect_pmix, detect_torchrun
+
+__all__ = ["DETECTORS", "Detector", "detect_layout", "detect_single"]
+
+Detector = Callable[[Mapping[str, str]], "LaunchEnv | str"]
+
+DETECTORS: tuple[tuple[str, Detector], ...] = (
+    ("torchrun", detect_torchrun),
+    ("openmpi", detect_openmpi),
+    ("pals", detect_pals),
+    ("hydra", detect_hydra),
+    ("pmix", detect_pmix),
+    ("slurm", detect_slurm),
+    ("env", detect_env),
+)
+"""Launchers tried in order before the single-process fallback."""
+
+#: Detectors whose layout *is* RANK/WORLD_SIZE; any other winner is reconciled with what those say.
+TORCH_STYLE_DETECTORS = frozenset({"torchrun", "env"})
+
+#: Variables that only exist when this process is one of several ranks: (name, smallest value that says so).
+_MULTI_RANK_SIGNS = (
+    ("RANK", 1), ("WORLD_SIZE", 2), ("LOCAL_RANK", 1), ("GROUP_RANK", 1), ("OMPI_COMM_WORLD_RANK", 1),
+    ("OMPI_COMM_WORLD_SIZE", 2), ("OMPI_COMM_WORLD_LOCAL_RANK", 1), ("PALS_RANKID", 1), ("PALS_LOCAL_RANKID", 1),
+    ("PMI_RANK", 1), ("PMI_SIZE", 2), ("PMI_ID", 1), ("MPI_LOCALRANKID", 1), ("PMIX_RANK", 1),
+    ("SLURM_STEP_NUM_TASKS", 2),
+)
+
+
+def _summary(rejected: list[Alternative]) -> str:
+    """The informative rejections (not the plain "X not set" ones)."""
+    told = [f"{a.name}: {a.reason}" for a in rejected if not a.reason.endswith("not set")]
+    return "; ".join(told) or "no launcher's variables found"
+
+
+def detect_single(environ: Mapping[str, str], rejected: list[Alternative]) -> LaunchEnv:
+    """One process; LaunchEnvError if some variable says this is one rank of several."""
+    for name, least in _MULTI_RANK_SIGNS:
+        raw = get(environ, name)
+        if raw is not None and parse_int(name, raw) >= least:
+            raise LaunchEnvError(
+                name=name, value=raw,
+                expected=f"a complete set of some launcher's variables, since {name}={raw} means several ranks "
+                f"(checked: {_summary(rejected)})",
+                fix="launch with torchrun, mpiexec or srun, or set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE "
+                f"(and MASTER_ADDR, MASTER_PORT) yourself; unset {name} if it is left over from another job",
+            )
+    slurm = next((a.reason for a in rejected if a.name == "slurm" and "batch script" in a.reason), None)
+    reason = "no launcher found: one process" if slurm is None else f"one process: {slurm}"
+    default = "default: single process"
+    fields = ("rank", "world_size", "local_rank", "local_world_size", "node_rank", "num_nodes")
+    sources = {"launcher": "fallback: no launcher matched", **dict.fromkeys(fields, default)}
+    return LaunchEnv(launcher="single", reason=reason, sources=sources)
+
+
+def _shadowed(name: str, outcome: LaunchEnv | str, chosen: LaunchEnv) -> Alternative:
+    if isinstance(outcome, str):
+        return Alternative(name=name, reason=outcome)
+    agrees = (outcome.rank, outcome.world_size) == (chosen.rank, chosen.world_size)
+    said = f"rank {outcome.rank} of {outcome.world_size}"
+    verdict = "agrees" if agrees else f"DISAGREES with {chosen.launcher}'s rank {chosen.rank} of {chosen.world_size}"
+    return Alternative(name=name, reason=f"also present ({said}, {verdict}) but {chosen.launcher} comes first")
+
+
+def _reconciled(chosen: LaunchEnv, environ: Mapping[str, str], rejected: list[Alternative]) -> LaunchEnv:
+    """``chosen`` against RANK/WORLD_SIZE; replaces the ``env`` entry of ``rejected`` with the verdict."""
+    try:
+        env: LaunchEnv | str | LaunchEnvError = detect_env(environ)
+    except LaunchEnvError as err:
+        env = err
+    winner, loser = reconcile(chosen, env, environ)
+    rejected[:] = [a for a in rejected if a.name not in (loser.name, winner.launcher)]
+    rejected.append(loser)
+    return winner
+
+
+def detect_layout(environ: Mapping[str, str]) -> LaunchEnv:
+    """The first detector's layout, with every other launcher in ``rejected`` and why it was not used."""
+    rejected: list[Alternative] = []
+    chosen: LaunchEnv | None = None
+    for name, detector in DETECTORS:
+        if chosen is None:
+            outcome = detector(environ)
+            if isinstance(outcome, LaunchEnv):
+                chosen = outcome
+            else:
+                rejected.append(Alternative(name=name, reason=outcome))
+            continue
+        try:  # later launchers only inform `ezpz doctor`; their errors must not stop the chosen one
+            rejected.append(_shadowed(name, detector(environ), chosen))
+        except LaunchEnvError as err:
+            rejected.append(Alternative(name=name, reason=f"also present but inconsistent: {err}"))
+    if chosen is None:
+        chosen = detect_single(environ, rejected)
+    else:
+        if chosen.launcher not in TORCH_STYLE_DETECTORS:
+            chosen = _reconciled(chosen, environ, rejected)
+        rejected.append(Alternative(name="single", reason=f"{chosen.launcher} describes this process"))
+    return attrs.evolve(chosen, rejected=tuple(rejected))

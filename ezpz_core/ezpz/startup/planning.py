@@ -1,0 +1,178 @@
+"""Turn facts into a :class:`~ezpz.decisions.SetupPlan` without side effects.
+
+``setup()`` acts on the plan; ``ezpz doctor`` only prints it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+
+from ezpz.plugin_host.calls import Hooks
+from ezpz.startup.environ import snapshot
+from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport, SetupPlan
+from ezpz.errors import ConfigError, UnavailableError
+from ezpz.explain import Explanation
+from ezpz.facts import DeviceCandidate, LaunchEnv, Rejection, TorchBuild
+from ezpz.policies import choose_device
+from ezpz.settings import SetupSettings
+
+__all__ = ["plan_setup", "explain_plan"]
+
+
+def _no_answer(hook: str, device: DeviceCandidate) -> UnavailableError:
+    return UnavailableError(
+        name=hook,
+        value=None,
+        expected=f"an answer for device {device.label} from the plugin that offered it",
+        fix=f"plugin {device.plugin!r} offered the device but did not answer {hook}; upgrade it or report a bug",
+    )
+
+
+def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str], build: TorchBuild) -> SetupPlan:
+    environ = snapshot(environ)  # every hook reads the same copy; a write raises in the hook (ezpz.startup.environ)
+    found = hooks.detect_launch_env(environ)
+    if found is None:
+        raise UnavailableError(
+            name="ezpz_detect_launch_env", value=None, expected="a launch environment from some plugin",
+            fix=_no_launch_fix(hooks),
+        )
+    launch: LaunchEnv = found[1]
+    if launch.distributed and (launch.master_addr is None or launch.master_port is None):
+        from ezpz.launch_env import resolve_rendezvous  # a site plugin may leave the rendezvous to the core
+
+        launch = resolve_rendezvous(launch, environ)
+
+    candidates: list[DeviceCandidate] = []
+    rejections: list[Rejection] = []
+    for plugin, report in hooks.probe_devices(build, environ):
+        candidates += [c if c.plugin else _with_plugin(c, plugin) for c in report.candidates]
+        rejections += [r if r.plugin else _with_plugin(r, plugin) for r in report.rejections]
+    device = choose_device(
+        candidates, rejections, local_rank=launch.local_rank, local_world_size=launch.local_world_size,
+        requested=settings.device, requested_from=settings.device_from,
+    )
+    cand = device.candidate
+
+    with _named_source("EZPZ_BACKEND", settings.backend_from):
+        answer = hooks.select_backend(cand, build, launch, settings.backend)
+    if answer is None:
+        raise _no_answer("ezpz_select_backend", cand)
+    backend: BackendChoice = _said_source(answer[1], "EZPZ_BACKEND", settings.backend_from)
+    with _named_source("EZPZ_PRECISION", settings.precision_from):
+        amp_answer = hooks.amp_policy(cand, build, settings.precision)
+    if amp_answer is None:
+        raise _no_answer("ezpz_amp_policy", cand)
+    amp: AmpPolicy = _said_source(amp_answer[1], "EZPZ_PRECISION", settings.precision_from)
+    prof_answer = hooks.profiling(cand, build)
+    profiling = prof_answer[1] if prof_answer else ProfilingSupport(
+        activities=("CPU",), reason=f"no plugin described profiling for {cand.device_type}; CPU activity only"
+    )
+    compile_policy = _compile_policy(hooks, cand, build, settings)
+    from ezpz.startup.threads import choose_threads, probe_thread_facts
+
+    threads = choose_threads(probe_thread_facts(environ, launch.local_world_size, launch.launcher))
+    return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
+                     timeout_s=settings.timeout_s, compile=compile_policy, threads=threads)
+
+
+def _compile_policy(hooks: Hooks, cand: DeviceCandidate, build: TorchBuild, settings: SetupSettings):  # type: ignore[no-untyped-def]
+    """The plugin's torch.compile answer (or "none" when nobody answers), with the user's request applied."""
+    from ezpz.compiling import apply_compile_request, no_compile_answer
+
+    answer = hooks.compile_policy(cand, build)
+    policy = answer[1] if answer else no_compile_answer(cand.label)
+    return apply_compile_request(policy, settings.compile, device=cand.label, requested_from=settings.compile_from,
+                                 torch_has_compile=build.at_least(2, 0))
+
+
+def _no_launch_fix(hooks: Hooks) -> str:
+    """Why no plugin answered: the built-in was denied, or it failed (then say how, not "disabled")."""
+    record = hooks.host.records.get("launchers")
+    if record is not None and record.status == "failed":
+        return (f"the built-in 'launchers' plugin failed at {record.stage} ({record.error}); fix what that error "
+                "names, or report a bug")
+    if record is not None and record.status == "blocked":
+        return "the built-in 'launchers' plugin is disabled (EZPZ_DISABLE_PLUGINS); re-enable it"
+    return "no plugin answered ezpz_detect_launch_env; reinstall ezpz"
+
+
+@contextlib.contextmanager
+def _named_source(default: str, actual: str) -> Iterator[None]:
+    """Plugins name the canonical variable; say the one the user actually set (TORCH_BACKEND, a keyword)."""
+    try:
+        yield
+    except ConfigError as err:
+        if err.name != default or actual == default:
+            raise
+        raise type(err)(name=actual, value=err.value, expected=err.expected,
+                        fix=err.fix.replace(default, actual)) from err
+
+
+def _said_source(decision, default: str, actual: str):  # type: ignore[no-untyped-def]
+    """Plugins' reasons name the canonical variable; say the one the user actually set."""
+    from attrs import evolve
+
+    if actual == default or default not in decision.reason:
+        return decision
+    return evolve(decision, reason=decision.reason.replace(default, actual))
+
+
+def _with_plugin(record, plugin: str):  # type: ignore[no-untyped-def]
+    from attrs import evolve
+
+    return evolve(record, plugin=plugin)
+
+
+def _compile_decision(plan: SetupPlan) -> tuple[Decision, ...]:
+    from ezpz.facts import Alternative
+
+    policy = plan.compile
+    if policy is None:
+        return ()
+    alts = [Alternative(name=o.backend, reason=("available: " if o.available else "unavailable: ") + o.reason)
+            for o in policy.alternatives]
+    details: dict[str, object] = {}
+    if policy.options:
+        details["options"] = dict(policy.options)
+    return (Decision(topic="compile", chosen=policy.label, reason=policy.reason, alternatives=alts, details=details),)
+
+
+def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mapping[str, object], ...] = ()) -> Explanation:
+    launch, dev, cand = plan.launch, plan.device, plan.device.candidate
+    launch_details = {k: f"{getattr(launch, k)} (from {v})" for k, v in launch.sources.items()}
+    if launch.master_addr:
+        port = launch.master_port if launch.master_port is not None else "(published by rank 0 at setup)"
+        launch_details.setdefault("rendezvous", f"{launch.master_addr}:{port}")
+    device_details: dict[str, object] = {"vendor": cand.vendor, "count": cand.count}
+    for key in ("names", "arch", "physical_ids", "visible_devices_var"):
+        value = getattr(cand, key)
+        if value:
+            device_details[key] = value
+    device_details.update(cand.details)
+    amp = plan.amp
+    decisions = (
+        Decision(topic="torch", chosen=plan.build.version,
+                 reason=f"cuda={plan.build.cuda} hip={plan.build.hip} xpu_built={plan.build.xpu_built} "
+                        f"backends={','.join(plan.build.distributed_backends) or 'none'}"),
+        Decision(topic="launch", chosen=f"{launch.launcher}: rank {launch.rank}/{launch.world_size}, "
+                 f"local {launch.local_rank}/{launch.local_world_size}, node {launch.node_rank}/{launch.num_nodes}",
+                 reason=launch.reason or launch.launcher, alternatives=launch.rejected, details=launch_details),
+        Decision(topic="device", chosen=dev.torch_device, reason=dev.reason, alternatives=dev.alternatives,
+                 details=device_details),
+        Decision(topic="backend", chosen=plan.backend.name, reason=plan.backend.reason,
+                 alternatives=plan.backend.alternatives),
+        Decision(topic="precision", chosen=f"{amp.dtype} (autocast {'on' if amp.autocast else 'off'}, "
+                 f"grad scaler {'on' if amp.grad_scaler else 'off'}, tf32 {'on' if amp.tf32 else 'off'})",
+                 reason=amp.reason, alternatives=amp.alternatives, details={"tf32": amp.tf32_reason}),
+        Decision(topic="profiling", chosen=f"activities {','.join(plan.profiling.activities)}; "
+                 f"ranges {plan.profiling.marker or 'torch record_function only'}", reason=plan.profiling.reason),
+        *_compile_decision(plan),
+        Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
+        Decision(topic="attempt", chosen=str(settings.attempt), reason=f"from {settings.attempt_from}",
+                 details={"failure records": settings.failure_dir or "not written (EZPZ_FAILURE_DIR unset)"}),
+    )
+    if plan.threads is not None:
+        decisions += (Decision(topic="threads", chosen=f"{plan.threads.threads} intra-op thread(s)",
+                               reason=plan.threads.reason, alternatives=plan.threads.alternatives),)
+    return Explanation(decisions=decisions, plugins=plugins)
