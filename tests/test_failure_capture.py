@@ -208,3 +208,21 @@ def test_doctor_plan_shows_the_attempt_and_where_it_came_from(tmp_path):
     attempt = next(d for d in explanation.decisions if d.topic == "attempt")
     assert attempt.chosen == "3" and "EZPZ_ATTEMPT=2 + TORCHELASTIC_RESTART_COUNT=1" in attempt.reason
     assert attempt.details["failure records"] == str(tmp_path)
+
+
+def test_each_attempt_meets_under_its_own_store_prefix():
+    from test_real_launchers import free_port
+
+    from ezpz.facts import LaunchEnv
+    from ezpz.launch_env import store
+
+    launch = LaunchEnv(launcher="env", rank=0, world_size=1, master_addr="127.0.0.1", master_port=free_port())
+    first = store.connect(launch, 10, {"EZPZ_ATTEMPT": "0"})
+    first.open()
+    again = store.connect(launch, 10, {"EZPZ_ATTEMPT": "1", "TORCHELASTIC_RESTART_COUNT": "1"})
+    again.open()  # same store, same process: a restarted attempt must not read the first one's keys
+    assert (first.attempt, again.attempt) == (0, 2)
+    base = again.base
+    assert base.check([f"ezpz/{first.fingerprint}/a0/g{first.generation}/ezpz-arrived/0"])
+    assert base.check([f"ezpz/{again.fingerprint}/a2/g{again.generation}/ezpz-arrived/0"])
+    assert again.arrived() == {0: first.arrived()[0]}
