@@ -159,6 +159,8 @@ NOT_VARIABLES: frozenset[str] = frozenset({
     "WORLD_SIZE_TOTAL", "TORCH_DTYPES_MAP",
     # Level Zero result codes: failure-signature patterns in ezpz-xpu, not variables
     "UR_RESULT_ERROR_DEVICE_LOST", "UR_RESULT_ERROR_OUT_OF_RESOURCES",
+    # jsrun's values for --cpu_per_rs/--gpu_per_rs, and ezpz.pbs.get_pbs_launch_info()'s keys (the original's)
+    "ALL_CPUS", "ALL_GPUS", "LAUNCH_CMD", "NGPU_PER_HOST",
 })
 
 
