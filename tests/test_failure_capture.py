@@ -226,3 +226,17 @@ def test_each_attempt_meets_under_its_own_store_prefix():
     assert base.check([f"ezpz/{first.fingerprint}/a0/g{first.generation}/ezpz-arrived/0"])
     assert base.check([f"ezpz/{again.fingerprint}/a2/g{again.generation}/ezpz-arrived/0"])
     assert again.arrived() == {0: first.arrived()[0]}
+
+
+def test_a_dead_peer_is_named_by_the_survivor(tmp_path):
+    from test_real_launchers import free_port
+
+    port = str(free_port())
+    procs = [subprocess.Popen([sys.executable, FAILING, "die"], env=clean_env(
+        RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r), LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+        EZPZ_TIMEOUT="20", EZPZ_FAILURE_DIR=str(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in (0, 1)]
+    codes = [p.wait(timeout=90) for p in procs]
+    assert codes[1] == 3 and codes[0] == 1
+    (rec,) = read_failures(tmp_path)  # only the survivor wrote one
+    assert rec.rank == 0 and rec.kind == "lost_peer" and rec.missing_ranks == (1,), rec
