@@ -64,6 +64,13 @@ def test_hostile_files_skipped_with_reason(tmp_path, content, why):
     assert re.search(why, skipped[0].reason), skipped[0].reason
 
 
+def test_read_failures_logs_what_it_skipped(tmp_path, caplog):
+    (tmp_path / "rank-4.json").write_text("{oops")
+    with caplog.at_level("WARNING", logger="ezpz.failures"):
+        assert read_failures(tmp_path) == []
+    assert "failure_record_skipped" in caplog.text and "rank-4.json" in caplog.text
+
+
 def test_missing_directory_reads_empty(tmp_path):
     assert read_failures(tmp_path / "nope") == []
 

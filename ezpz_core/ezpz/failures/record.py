@@ -155,5 +155,13 @@ def read_failures_verbose(directory: str | os.PathLike[str]) -> tuple[list[Failu
 
 
 def read_failures(directory: str | os.PathLike[str]) -> list[FailureRecord]:
-    """Every valid record in ``directory``, sorted by rank; bad files are skipped (see :func:`read_failures_verbose`)."""
-    return read_failures_verbose(directory)[0]
+    """Every valid record in ``directory``, sorted by rank; each bad file is skipped and logged with its reason
+    (``failure_record_skipped``; :func:`read_failures_verbose` returns them instead)."""
+    records, skipped = read_failures_verbose(directory)
+    if skipped:
+        from ezpz._log import get_logger
+
+        log = get_logger("ezpz.failures")
+        for bad in skipped:
+            log.warning("failure_record_skipped", path=str(bad.path), reason=bad.reason)
+    return records
