@@ -202,7 +202,7 @@ def setup(
                                 attempt=settings.attempt)
     _runtime, _runtime_settings = runtime, settings
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
-             launcher=launch.launcher, world_size=launch.world_size)
+             launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
     hooks.after_setup(runtime)
     return runtime
 
