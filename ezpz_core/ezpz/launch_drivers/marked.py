@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attrs import field, frozen
 
-__all__ = ["LAUNCHER_PID_VAR", "MARKER", "MarkedProcess", "launcher_of", "marked_processes", "rank_of"]
+__all__ = ["LAUNCHER_PID_VAR", "MARKER", "MarkedProcess", "ancestors", "launcher_of", "marked_processes", "rank_of"]
 
 MARKER = "EZPZ_LAUNCH_ID"
 """Set by ``ezpz launch`` on the launched command: one id per ``ezpz launch`` run."""
@@ -76,7 +76,8 @@ def _ppid(pid: int) -> int:
         return 0
 
 
-def _ancestors(pid: int) -> set[int]:
+def ancestors(pid: int) -> set[int]:
+    """``pid`` and every process above it."""
     seen: set[int] = set()
     while pid > 1 and pid not in seen:
         seen.add(pid)
@@ -124,6 +125,6 @@ def launcher_of(process: MarkedProcess, uid: int | None = None) -> int | None:
     pid = process.launcher_pid
     if pid is None or pid == os.getpid():
         return None
-    if pid in _ancestors(process.pid) and _own(pid, os.getuid() if uid is None else uid):
+    if pid in ancestors(process.pid) and _own(pid, os.getuid() if uid is None else uid):
         return pid
     return None

@@ -90,7 +90,7 @@ def backoff_s(retry: int, base_s: float, cap_s: float = 60.0) -> float:
 def log_hits(text: str, signatures: Sequence[FailureSignature], hosts: Sequence[str]) -> tuple[LogHit, ...]:
     """Each line of ``text`` that matches a signature (first match per line), with the active hosts it names."""
     compiled = [(s, re.compile(s.pattern, re.IGNORECASE)) for s in signatures]
-    named = [(h, re.compile(rf"(?<![\w.-]){re.escape(h)}(?![\w-]|\.\w)")) for h in hosts]
+    named = [(h, re.compile(rf"(?<![\w.-]){re.escape(h)}(?![\w-])")) for h in hosts]  # host.fqdn counts
     found = []
     for line in text.splitlines():
         for sig, rx in compiled:

@@ -1,0 +1,23 @@
+"""Launcher-side failure texts, matched in a job's log only for ranks killed before they could write a record.
+
+Plugins add their vendors' texts through the ``ezpz_failure_signatures`` hook;
+these are the launchers' own, with the host named on the line.
+"""
+
+from __future__ import annotations
+
+from ezpz.failures.signatures import FailureSignature
+
+__all__ = ["LAUNCHER_SIGNATURES"]
+
+LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
+    FailureSignature(
+        pattern=r"shepherd\s+died\s+from\s+signal\s+9\b", kind="signal", blames_host=True, plugin="ezpz launch",
+        reason="Cray PALS: the node's shepherd was killed (the node went bad mid-run); the line starts with the host",
+        source="original ezpz failover/patterns/aurora.py (Aurora jobs 8459818, 8460301, 8463659)"),
+    FailureSignature(
+        pattern=r"Connection closed by peer\s+\[[^\]]+\]:\d+", kind="lost_peer", blames_host=True,
+        plugin="ezpz launch",
+        reason="gloo: the peer at the address in brackets closed its connection (its process or host went away)",
+        source="gloo/transport/tcp/pair.cc; original ezpz failover/patterns/aurora.py (jobs 8470102, 8479581)"),
+)
