@@ -15,8 +15,10 @@ outcome               when                                                  then
 success               status 0                                              stop, 0
 interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
 code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
-bad_host              records / a vanished host / a log signature name      exclude, swap in spares
-                      hosts, and enough spares are left
+bad_host              records name hosts (missing ranks), or the one host   exclude, swap in spares
+                      whose ranks all vanished while every other host
+                      wrote a record, or (no records) a log signature;
+                      enough spares are left
 exhausted             bad hosts named, too few spares                       stop
 walltime              status 143 (SIGTERM from the scheduler), no evidence  stop
 stuck                 this and the previous attempt never reached a step    stop
@@ -125,7 +127,10 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     if peers and facts.rank_hosts:  # hosts whose every rank vanished without a word while peers lost them
         wrote = {_host(facts, r.rank) for r in facts.records}
         silent = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
-        if silent and len(silent) < len(facts.hosts):
+        if len(silent) > 1:
+            set_aside.append(("vanished", f"hosts {', '.join(silent)} all left no record: too many to tell which "
+                                          f"went away and which the launcher killed"))
+        elif silent and len(silent) < len(facts.hosts):
             for h in silent:
                 ranks = sorted(k for k, v in facts.rank_hosts.items() if v == h)
                 blamed.setdefault(h, []).append(
