@@ -176,3 +176,12 @@ def test_code_error_and_oom_records(tmp_path, mode, kind):
     if mode == "raise":
         assert records[1].kind in ("code_error", "signal")  # torchrun may stop it first: either way no peer blamed
         assert records[1].missing_ranks == ()
+
+
+def test_pals_shepherd_kill_blames_the_named_host_and_cascades_do_not():
+    from ezpz.builtin.launch_env import ezpz_failure_signatures
+
+    sigs = ezpz_failure_signatures()
+    hit = match_text("x4102c5s0b0n0: shepherd died from signal 9", sigs)
+    assert hit is not None and hit.signature.blames_host and hit.line.startswith("x4102c5s0b0n0")
+    assert match_text("rank 17 died from signal 15", sigs) is None  # a cascade on an innocent node

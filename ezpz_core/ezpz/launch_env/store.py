@@ -16,7 +16,8 @@
   ranks meet under a prefix holding the fingerprint, so a stranger is never
   counted as a rank.
 - **Generations.** Each ``setup()`` in a process uses its own prefix
-  (``ezpz/<fingerprint>/g<n>``), so a second ``setup()`` never reads the
+  (``ezpz/<fingerprint>/a<attempt>/g<n>``; the attempt is ``EZPZ_ATTEMPT`` +
+  ``TORCHELASTIC_RESTART_COUNT``, so a restarted job never meets the last attempt's keys on a store that outlived it), so a second ``setup()`` never reads the
   first one's gloo/NCCL peer addresses (plain torch re-reads them:
   "connectFullMesh failed ... connection refused"). The store itself is kept
   open for the life of the process, so every generation reaches the same
@@ -105,6 +106,7 @@ class Rendezvous:
         self.fingerprint = ""
         self.base: Any = None
         self.gen: Any = None
+        self.attempt = _attempt(environ)
         self._start = time.monotonic()
 
     @property
@@ -133,7 +135,7 @@ class Rendezvous:
         self.base = store
         _last["rendezvous"] = self
         self._check_owner(store)
-        gen = dist.PrefixStore(f"ezpz/{self.fingerprint}/g{self.generation}", store)
+        gen = dist.PrefixStore(f"ezpz/{self.fingerprint}/a{self.attempt}/g{self.generation}", store)
         gen.set(f"{_ARRIVED}/{launch.rank}", this_host(launch))  # who arrived, and from where (for roll calls)
         self.gen = gen
         return gen
@@ -296,6 +298,13 @@ def this_host(launch: LaunchEnv) -> str:
 def connect(launch: LaunchEnv, timeout_s: float, environ: Mapping[str, str] | None = None) -> Rendezvous:
     """A :class:`Rendezvous` for ``launch`` (not yet opened)."""
     return Rendezvous(launch, timeout_s, os.environ if environ is None else environ)
+
+
+def _attempt(environ: Mapping[str, str]) -> int:
+    """The job's attempt (``EZPZ_ATTEMPT`` + torchrun's restart count): each attempt meets under its own prefix."""
+    from ezpz.settings import parse_attempt
+
+    return parse_attempt(environ).number
 
 
 def _pmi_available(environ: Mapping[str, str]) -> bool:

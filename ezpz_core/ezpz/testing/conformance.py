@@ -85,6 +85,7 @@ HOOK_RETURNS: dict[str, type | None] = {
     "ezpz_detect_launch_env": LaunchEnv,
     "ezpz_before_init": LifecycleAction,
     "ezpz_after_setup": None,  # return value ignored
+    "ezpz_failure_signatures": list,  # (or a tuple) of ezpz.failures.signatures.FailureSignature
 }
 """The documented non-None return type of every hook (None: ignored)."""
 
@@ -357,6 +358,8 @@ class _Caller:
             else:
                 self.results.append(CheckResult(name, True, "None"))
             return None
+        if expect is list and isinstance(value, tuple):
+            value = list(value)
         if not isinstance(value, expect):
             self.results.append(
                 CheckResult(name, False, f"returned {type(value).__name__} ({value!r:.80}), expected {expect.__name__} or None")
@@ -490,7 +493,15 @@ def _exercise(
 
     caller.call("ezpz_detect_launch_env", "inputs", {"environ": environ})
     caller.call("ezpz_detect_launch_env", "empty environment", {"environ": {}})
+    caller.call("ezpz_failure_signatures", "signatures", {}, check=_signatures)
     return extra_results
+
+
+def _signatures(value: list[Any]) -> list[str]:
+    from ezpz.failures.signatures import FailureSignature
+
+    bad = [type(v).__name__ for v in value if not isinstance(v, FailureSignature)]
+    return [f"entries that are not FailureSignature: {', '.join(bad[:5])}"] if bad else []
 
 
 # -- host-level checks -----------------------------------------------------------------------
