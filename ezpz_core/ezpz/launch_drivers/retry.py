@@ -104,6 +104,13 @@ def log_hits(text: str, signatures: Sequence[FailureSignature], hosts: Sequence[
     return tuple(found)
 
 
+def _said(r: FailureRecord) -> str:
+    """The record's first line, led by its exception type unless the line already starts with it."""
+    if r.exception_type and not r.first_line.startswith(r.exception_type):
+        return f"{r.exception_type}: {r.first_line}"
+    return r.first_line
+
+
 def _host(facts: AttemptFacts, rank: int) -> str | None:
     return facts.rank_hosts.get(rank)
 
@@ -161,13 +168,13 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
     if code:
         ranks = sorted({r.rank for r in code})
         first = code[0]
-        evidence = tuple(f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded {r.kind}: "
-                         f"{r.exception_type + ': ' if r.exception_type else ''}{r.first_line}" for r in code[:8])
+        evidence = tuple(f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded {r.kind}: {_said(r)}"
+                         for r in code[:8])
         whole = len(ranks) == len(facts.rank_hosts) and bool(facts.rank_hosts)
         return Verdict(
             outcome="code_error", retry=False, evidence=evidence,
             reason=f"{first.kind} on {'every rank' if whole else f'rank(s) {ranks}'} "
-                   f"({first.exception_type or first.kind}: {first.first_line}): it would fail again on any "
+                   f"({_said(first)}): it would fail again on any "
                    f"hosts, so no host is blamed and no spare is used",
             rejected=[("bad_host", "a rank's own code failed; peers losing it is a consequence, not a bad host")])
     blamed, set_aside = _blame(facts)
