@@ -138,3 +138,26 @@ def test_split_rejects_what_does_not_fit():
     assert active_hosts_wanted(None, 6, 2) == 3 and active_hosts_wanted(2, None, None) == 2
     with pytest.raises(ConfigError):
         active_hosts_wanted(None, None, None)
+
+
+def test_a_peer_the_launcher_stopped_first_is_not_blamed():
+    # recorded on 4 namespace nodes: rank 1 (n1) SIGKILLed; mpiexec SIGTERMed rank 0 (n0, record at t=10.25),
+    # then rank 2 (n2) lost rank 0 (t=10.31). The dead node is n1, whose rank left no record.
+    rank_hosts = {0: "n0", 1: "n1", 2: "n2"}
+    records = [rec(0, "signal", "SIGTERM: the rank was told to stop", time=10.25),
+               rec(2, "lost_peer", "Connection closed by peer [n0]:39313", missing_ranks=[0], missing_hosts=["n0"],
+                   exception_type="RuntimeError", time=10.31)]
+    f = AttemptFacts(attempt=0, status=137, hosts=HOSTS, rank_hosts=rank_hosts, records=records)
+    v = classify(f, spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("n1",)), v
+    assert any("had recorded a stop signal first" in why for _, why in v.rejected)
+    # the same records in the other order (rank 0 lost first, stopped later) do blame n0
+    early = [records[0].__class__(**{**records[0].to_dict(), "time": 10.40}), records[1]]
+    assert classify(AttemptFacts(attempt=0, status=137, hosts=HOSTS, rank_hosts=rank_hosts, records=early),
+                    spares_left=1).exclude == ("n0",)
+
+
+def test_open_mpi_first_failure_line_names_the_node():
+    line = "mpiexec noticed that process rank 1 with PID 7349 on node 198.18.40.2 exited on signal 9 (Killed)."
+    hits = log_hits(line, LAUNCHER_SIGNATURES, ("198.18.40.1", "198.18.40.2"))
+    assert hits[0].hosts == ("198.18.40.2",) and hits[0].blames_host

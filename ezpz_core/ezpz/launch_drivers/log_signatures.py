@@ -20,4 +20,14 @@ LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
         plugin="ezpz launch",
         reason="gloo: the peer at the address in brackets closed its connection (its process or host went away)",
         source="gloo/transport/tcp/pair.cc; original ezpz failover/patterns/aurora.py (jobs 8470102, 8479581)"),
+    FailureSignature(
+        pattern=r"mpiexec noticed that process rank \d+ with PID \d+ on node \S+ exited on signal 9\b",
+        kind="signal", blames_host=True, plugin="ezpz launch",
+        reason="Open MPI: the first rank to end was SIGKILLed from outside (node failure, OOM killer, operator); "
+               "the line names its node",
+        source="Open MPI 4.1 orte/mca/errmgr (the 'mpiexec noticed that process rank' help text)"),
+    FailureSignature(
+        pattern=r"srun: error: \S+: tasks? [\d,-]+: Killed\b", kind="signal", blames_host=True, plugin="ezpz launch",
+        reason="Slurm: tasks on the named node were SIGKILLed (node failure, OOM killer)",
+        source="Slurm srun (step task exit reporting)"),
 )

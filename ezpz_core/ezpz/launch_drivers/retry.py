@@ -121,17 +121,26 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     set_aside: list[tuple[str, str]] = []
     active = set(facts.hosts)
     peers = [r for r in facts.records if r.kind in ("lost_peer", "timeout")]
+    # a peer told to stop (SIGTERM, by the launcher reacting to another rank) before this rank lost it is a
+    # consequence of the failure, not its cause
+    stopped = {r.rank: r.time for r in facts.records if r.kind == "signal"}
     for r in peers:
         where = _host(facts, r.rank) or r.host
         for m in r.missing_ranks:
             h = _host(facts, m)
-            if h is not None and h != where:
+            if m in stopped and stopped[m] <= r.time:
+                set_aside.append(("lost_peer", f"rank {r.rank} lost rank {m}, but rank {m} had recorded a stop "
+                                               f"signal first: the launcher was already ending the job"))
+            elif h is not None and h != where:
                 blamed.setdefault(h, []).append(
                     f"rank {r.rank} (host {where}) recorded {r.kind}: rank {m} (host {h}) did not answer")
         for h in r.missing_hosts:
+            on_h = [k for k, v in facts.rank_hosts.items() if v == h]
+            if on_h and all(k in stopped and stopped[k] <= r.time for k in on_h):
+                continue
             if h in active and h != where:
                 blamed.setdefault(h, []).append(f"rank {r.rank} (host {where}) recorded {r.kind}: host {h} missing")
-    if peers and facts.rank_hosts:  # hosts whose every rank vanished without a word while peers lost them
+    if peers and facts.rank_hosts and not blamed:  # hosts whose every rank vanished without a word while peers lost them
         wrote = {_host(facts, r.rank) for r in facts.records}
         silent = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
         if len(silent) > 1:
