@@ -161,3 +161,21 @@ def test_open_mpi_first_failure_line_names_the_node():
     line = "mpiexec noticed that process rank 1 with PID 7349 on node 198.18.40.2 exited on signal 9 (Killed)."
     hits = log_hits(line, LAUNCHER_SIGNATURES, ("198.18.40.1", "198.18.40.2"))
     assert hits[0].hosts == ("198.18.40.2",) and hits[0].blames_host
+
+
+def test_a_cut_off_host_is_the_one_most_hosts_name():
+    # n1's link is down: ranks on n0 and n2 miss rank 1; rank 1 (which can still write here) misses everyone
+    rank_hosts = {0: "n0", 1: "n1", 2: "n2"}
+    records = [rec(0, "timeout", missing_ranks=[1]), rec(2, "timeout", missing_ranks=[1]),
+               rec(1, "timeout", missing_ranks=[0, 2])]
+    v = classify(AttemptFacts(attempt=0, status=1, hosts=HOSTS, rank_hosts=rank_hosts, records=records),
+                 spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("n1",)), v
+    assert sum("named by ranks on 1 host(s) only" in why for _, why in v.rejected) == 2
+
+
+def test_open_mpi_lost_daemon_line_names_the_node():
+    text = ("ORTE has lost communication with a remote daemon.\n\n  HNP daemon   : [[9244,0],0] on node 198.18.41.1\n"
+            "  Remote daemon: [[9244,0],2] on node 198.18.41.2\n")
+    hits = log_hits(text, LAUNCHER_SIGNATURES, ("198.18.41.1", "198.18.41.2"))
+    assert [h.hosts for h in hits] == [("198.18.41.2",)]

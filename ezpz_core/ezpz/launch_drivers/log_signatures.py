@@ -27,6 +27,11 @@ LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
                "the line names its node",
         source="Open MPI 4.1 orte/mca/errmgr (the 'mpiexec noticed that process rank' help text)"),
     FailureSignature(
+        pattern=r"Remote daemon:\s+\[\[[\d,]+\],\d+\] on node \S+", kind="lost_peer", blames_host=True,
+        plugin="ezpz launch",
+        reason="Open MPI: mpiexec lost contact with the daemon on the named node (its network or the node went away)",
+        source="Open MPI 4.1 orte/mca/errmgr help-errmgr-base.txt (lost-connection: 'ORTE has lost communication')"),
+    FailureSignature(
         pattern=r"srun: error: \S+: tasks? [\d,-]+: Killed\b", kind="signal", blames_host=True, plugin="ezpz launch",
         reason="Slurm: tasks on the named node were SIGKILLed (node failure, OOM killer)",
         source="Slurm srun (step task exit reporting)"),

@@ -118,6 +118,7 @@ def _host(facts: AttemptFacts, rank: int) -> str | None:
 def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
     """Hosts the evidence names, each with why; and the evidence looked at and set aside."""
     blamed: dict[str, list[str]] = {}
+    accusers: dict[str, set[str]] = {}  # host -> the hosts whose ranks named it
     set_aside: list[tuple[str, str]] = []
     active = set(facts.hosts)
     peers = [r for r in facts.records if r.kind in ("lost_peer", "timeout")]
@@ -132,6 +133,7 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
                 set_aside.append(("lost_peer", f"rank {r.rank} lost rank {m}, but rank {m} had recorded a stop "
                                                f"signal first: the launcher was already ending the job"))
             elif h is not None and h != where:
+                accusers.setdefault(h, set()).add(where)
                 blamed.setdefault(h, []).append(
                     f"rank {r.rank} (host {where}) recorded {r.kind}: rank {m} (host {h}) did not answer")
         for h in r.missing_hosts:
@@ -139,7 +141,16 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
             if on_h and all(k in stopped and stopped[k] <= r.time for k in on_h):
                 continue
             if h in active and h != where:
+                accusers.setdefault(h, set()).add(where)
                 blamed.setdefault(h, []).append(f"rank {r.rank} (host {where}) recorded {r.kind}: host {h} missing")
+    if len(blamed) > 1:  # accusations disagree (a cut-off host names everyone else): keep the most-named
+        by = {h: len(accusers.get(h, ())) for h in blamed}
+        top = max(by.values())
+        if top > 1:
+            for h in [h for h, n in by.items() if n < top]:
+                set_aside.append(("lost_peer", f"host {h} is named by ranks on {by[h]} host(s) only, fewer than "
+                                                f"the {top} that name {', '.join(k for k, n in by.items() if n == top)}"))
+                del blamed[h]
     if peers and facts.rank_hosts and not blamed:  # hosts whose every rank vanished without a word while peers lost them
         wrote = {_host(facts, r.rank) for r in facts.records}
         silent = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
