@@ -76,6 +76,9 @@ def add_supervision_flags(p: argparse.ArgumentParser) -> None:
                         f"(default: off; {AUTO_RETRY_TIMEOUT_S:g} with --auto-retry; 0 turns it off)")
     g.add_argument("--kill-after", type=_non_negative(float), default=10.0, metavar="SECONDS",
                    help="after the watchdog's SIGTERM, SIGKILL the job if still running this long (default 10)")
+    g.add_argument("--failure-grace", type=_non_negative(float), default=15.0, metavar="SECONDS",
+                   help="once a rank has written a failure record, end a job still running this long after "
+                        "(a launcher waiting on a node it cannot reach); 0: never (default 15)")
     g.add_argument("--retries", type=_non_negative(int), default=0, metavar="N",
                    help="run again on the same hosts after a failure (incl. exit 124), up to N times (default 0)")
     g.add_argument("--retry-delay", type=_non_negative(float), default=5.0, metavar="SECONDS",

@@ -165,7 +165,8 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             try:
                 result = run_attempt(plan.command, attempt=k, launch_id=launch_id, environ=env, interrupts=stop,
                                      idle_timeout_s=timeout_s or None, grace_s=args.kill_after,
-                                     log_path=adir / "output.log", sink=sink)
+                                     log_path=adir / "output.log", sink=sink, failure_dir=fdir,
+                                     failure_grace_s=args.failure_grace or None)
             except OSError as error:
                 err(f"{P}: error: cannot run {plan.command.argv[0]!r}: {error.strerror or error}. "
                     f"Fix: put it on PATH (load your MPI or Slurm module), or pick another with --launcher")
@@ -175,6 +176,9 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             rank_hosts = _rank_hosts(plan)
             if result.timed_out:
                 _say_timeout(result, records, rank_hosts, timeout_s or 0)
+            if result.ended_after_failure:
+                err(f"{P}: attempt {k}: the launcher was still running {args.failure_grace:g} s after the first "
+                    f"failure record (--failure-grace): job ended")
             verdict = _judge(args, result, records, rank_hosts, plan, pool, signatures, prior_progress, k, limit)
             prior_progress = result.progress
             _say_verdict(k, verdict)

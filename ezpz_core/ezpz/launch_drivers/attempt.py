@@ -7,6 +7,11 @@ seconds the watchdog ends the job: SIGTERM to the group, SIGKILL after
 ``grace_s``, then SIGKILL to any process still carrying this launch's marker
 here (a rank that left the group). Like GNU ``timeout``, that attempt's status is 124.
 
+Once a rank has written a failure record (``failure_dir``), the launcher has
+``failure_grace_s`` seconds to end the job itself; a launcher still waiting
+then (Open MPI aborting towards a node it can no longer reach) is ended the
+same way, so a failure the ranks already named does not wait for the watchdog.
+
 Interrupts are handled by :class:`Interrupts` (one for the whole retry loop):
 the first SIGINT/SIGTERM/SIGHUP is forwarded to the job's group and stops the
 loop; a second sends SIGTERM, a third SIGKILL; and ``grace_s`` after the first
@@ -57,6 +62,8 @@ class AttemptResult:
     progress: bool = False
     alive_ranks: tuple[int, ...] = field(default=(), converter=tuple)
     """Ranks (on this host) still running when the watchdog fired: the silent ones."""
+    ended_after_failure: bool = False
+    """The launcher was still running ``failure_grace_s`` after the first failure record, and was ended."""
     log: Path | None = None
 
 
@@ -139,6 +146,13 @@ class _Pump(threading.Thread):
         os.close(self.fd)
 
 
+def _has_record(directory: Path) -> bool:
+    try:
+        return any(e.name.startswith("rank-") and e.name.endswith(".json") for e in os.scandir(directory))
+    except OSError:
+        return False
+
+
 def _kill_marked(launch_id: str, attempt: int) -> None:
     for p in marked_processes(launch_id):
         if p.attempt == str(attempt):
@@ -164,7 +178,8 @@ def _end_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
 
 def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapping[str, str],
                 interrupts: Interrupts, idle_timeout_s: float | None = None, grace_s: float = 10.0,
-                log_path: Path | None = None, sink: IO[bytes] | None = None) -> AttemptResult:
+                log_path: Path | None = None, sink: IO[bytes] | None = None, failure_dir: Path | None = None,
+                failure_grace_s: float | None = None) -> AttemptResult:
     """Run ``command`` once (raises OSError if it cannot start); see the module docstring."""
     env = dict(environ)
     env.update(command.env)
@@ -183,14 +198,25 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         pump = _Pump(read_fd, sink, log)
         pump.start()
         interrupts.group = proc.pid
-        timed_out, idle, alive = False, 0.0, ()
+        timed_out, idle, alive, after_failure = False, 0.0, (), False
+        first_record: float | None = None
+        next_look = 0.0
         try:
             while proc.poll() is None:
                 if interrupts.wake.wait(0.2):
                     interrupts.wake.clear()
-                idle = time.monotonic() - pump.last
-                if interrupts.stopped and time.monotonic() - interrupts.first_at > grace_s:
+                now = time.monotonic()
+                idle = now - pump.last
+                if failure_dir is not None and failure_grace_s is not None and first_record is None \
+                        and now >= next_look:
+                    next_look = now + 1.0
+                    if _has_record(failure_dir):
+                        first_record = now
+                if interrupts.stopped and now - interrupts.first_at > grace_s:
                     _end_group(proc, 0.0)
+                elif first_record is not None and now - first_record > (failure_grace_s or 0.0):
+                    after_failure = True
+                    _end_group(proc, grace_s)
                 elif not interrupts.stopped and idle_timeout_s and idle >= idle_timeout_s:
                     timed_out = True
                     alive = tuple(sorted({p.rank for p in marked_processes(launch_id)
@@ -201,13 +227,14 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                 _end_group(proc, 0.0)
             proc.wait()
             interrupts.group = None
-            if timed_out:
+            if timed_out or after_failure:
                 _kill_marked(launch_id, attempt)
             pump.join(timeout=10.0)
         status = TIMEOUT_STATUS if timed_out else exit_code(proc.returncode)
         return AttemptResult(attempt=attempt, status=status, timed_out=timed_out, interrupted=interrupts.stopped,
                              idle_s=round(idle, 1), wall_s=round(time.monotonic() - started, 1),
-                             progress=pump.progress, alive_ranks=alive, log=log_path)
+                             progress=pump.progress, alive_ranks=alive, ended_after_failure=after_failure,
+                             log=log_path)
     finally:
         if log is not None:
             log.close()
