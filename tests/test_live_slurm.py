@@ -104,3 +104,19 @@ def test_doctor_inside_an_allocation_names_slurm_and_its_shape():
     proc = run(["salloc", *JOB, "-n", "2", *EZPZ, "doctor"])
     assert "srun: Slurm job" in proc.stdout, proc.stdout + proc.stderr
     assert "allocation: 2 task(s), at most 2 per node, on 1 node(s) (Slurm allocation: SLURM_NTASKS=2" in proc.stdout
+
+
+def test_retries_inside_salloc_rerun_a_rank_that_failed_once(tmp_path):
+    """ezpz launch --retries 1 inside salloc -n 2: rank 1 exits 3 in attempt 0; attempt 1 (same hosts) succeeds."""
+    import json
+
+    job = str(Path(__file__).parent / "scripts" / "supervised_job.py")
+    proc = run(["salloc", *JOB, "-n", "2", *EZPZ, "launch", "--retries", "1", "--retry-delay", "0",
+                "--job-dir", str(tmp_path / "job"), "--", sys.executable, job, "fail-once"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first, second = (json.loads((tmp_path / "job" / f"attempt-{k}" / "verdict.json").read_text()) for k in (0, 1))
+    assert first["status"] != 0 and second["status"] == 0, (first, second)
+    assert "launcher srun" in proc.stderr and "rank 1 attempt 1" in proc.stdout
+    assert not (tmp_path / "job" / "attempt-2").exists()
+    print(f"\nsalloc -n 2: attempt 0 exit {first['status']} ({first['result']['wall_s']} s), "
+          f"attempt 1 exit 0 ({second['result']['wall_s']} s)")
