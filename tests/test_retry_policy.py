@@ -179,3 +179,9 @@ def test_open_mpi_lost_daemon_line_names_the_node():
             "  Remote daemon: [[9244,0],2] on node 198.18.41.2\n")
     hits = log_hits(text, LAUNCHER_SIGNATURES, ("198.18.41.1", "198.18.41.2"))
     assert [h.hosts for h in hits] == [("198.18.41.2",)]
+
+
+def test_marked_processes_without_proc_find_nothing(tmp_path):
+    from ezpz.launch_drivers.marked import marked_processes
+
+    assert list(marked_processes(proc=str(tmp_path / "no-proc"))) == []

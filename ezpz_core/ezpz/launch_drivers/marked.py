@@ -96,11 +96,15 @@ def marked_processes(launch_id: str | None = None, *, uid: int | None = None,
                      proc: str = "/proc") -> Iterator[MarkedProcess]:
     """This user's processes carrying :data:`MARKER` (with value ``launch_id`` if given); never this process.
 
-    Processes that vanish or cannot be read while scanning are skipped.
+    Processes that vanish or cannot be read while scanning are skipped; without ``/proc`` there are none.
     """
     uid = os.getuid() if uid is None else uid
     me = os.getpid()
-    for entry in Path(proc).iterdir():
+    try:
+        entries = list(Path(proc).iterdir())
+    except OSError:  # no /proc (macOS): nothing can be found by its environment
+        return
+    for entry in entries:
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
