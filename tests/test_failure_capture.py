@@ -185,3 +185,44 @@ def test_pals_shepherd_kill_blames_the_named_host_and_cascades_do_not():
     hit = match_text("x4102c5s0b0n0: shepherd died from signal 9", sigs)
     assert hit is not None and hit.signature.blames_host and hit.line.startswith("x4102c5s0b0n0")
     assert match_text("rank 17 died from signal 15", sigs) is None  # a cascade on an innocent node
+
+
+def test_rendezvous_timeout_names_the_ranks_that_never_arrived(tmp_path):
+    from test_real_launchers import free_port
+
+    env = clean_env(RANK="0", WORLD_SIZE="3", LOCAL_RANK="0", LOCAL_WORLD_SIZE="3", MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=str(free_port()), EZPZ_TIMEOUT="3", EZPZ_FAILURE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", "import ezpz; ezpz.hooks.setup()"], env=env, capture_output=True,
+                          text=True, timeout=90)
+    assert proc.returncode == 1 and "RendezvousTimeoutError" in proc.stderr
+    assert "ranks that never arrived: 1, 2" in proc.stderr
+    (rec,) = read_failures(tmp_path)
+    assert rec.kind == "timeout" and rec.missing_ranks == (1, 2) and rec.rank == 0
+
+
+def test_doctor_plan_shows_the_attempt_and_where_it_came_from(tmp_path):
+    import ezpz
+
+    _, explanation = ezpz.hooks.plan(environ={"EZPZ_ATTEMPT": "2", "TORCHELASTIC_RESTART_COUNT": "1",
+                                              "EZPZ_FAILURE_DIR": str(tmp_path)})
+    attempt = next(d for d in explanation.decisions if d.topic == "attempt")
+    assert attempt.chosen == "3" and "EZPZ_ATTEMPT=2 + TORCHELASTIC_RESTART_COUNT=1" in attempt.reason
+    assert attempt.details["failure records"] == str(tmp_path)
+
+
+def test_each_attempt_meets_under_its_own_store_prefix():
+    from test_real_launchers import free_port
+
+    from ezpz.facts import LaunchEnv
+    from ezpz.launch_env import store
+
+    launch = LaunchEnv(launcher="env", rank=0, world_size=1, master_addr="127.0.0.1", master_port=free_port())
+    first = store.connect(launch, 10, {"EZPZ_ATTEMPT": "0"})
+    first.open()
+    again = store.connect(launch, 10, {"EZPZ_ATTEMPT": "1", "TORCHELASTIC_RESTART_COUNT": "1"})
+    again.open()  # same store, same process: a restarted attempt must not read the first one's keys
+    assert (first.attempt, again.attempt) == (0, 2)
+    base = again.base
+    assert base.check([f"ezpz/{first.fingerprint}/a0/g{first.generation}/ezpz-arrived/0"])
+    assert base.check([f"ezpz/{again.fingerprint}/a2/g{again.generation}/ezpz-arrived/0"])
+    assert again.arrived() == {0: first.arrived()[0]}

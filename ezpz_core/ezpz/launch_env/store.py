@@ -47,6 +47,9 @@ __all__ = ["GRACE_S", "Rendezvous", "connect", "current", "fingerprint", "report
 GRACE_S = 5.0
 """How long past the timeout ``setup()`` waits for torch to raise its own error before raising one itself."""
 
+EXIT_WAIT_S = 30.0
+"""How long, at exit, the process waits for a store call it stopped waiting for (see :mod:`ezpz.abandoned`)."""
+
 _OWNER = "ezpz/owner"
 _REFUSED = "ezpz/refused"
 _PMI_KEY = "ezpz-rendezvous"
@@ -83,7 +86,12 @@ def run_bounded(fn: Callable[[], _T], deadline_s: float, on_timeout: Callable[[]
     thread.start()
     thread.join(deadline_s)
     if thread.is_alive():
-        raise on_timeout()
+        from ezpz.abandoned import abandon
+
+        error = on_timeout()
+        # A store call returns once its own timeout passes: let it, before the interpreter finalizes (ezpz.abandoned).
+        abandon(thread, wait_s=EXIT_WAIT_S, must_finish=True, what=f"{getattr(fn, '__qualname__', 'a store call')}")
+        raise error
     if "error" in box:
         raise box["error"]
     return box["value"]
