@@ -55,6 +55,7 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
     strict: bool = False
     trace: bool = False
     hook_timeout_s: float = DEFAULT_HOOK_TIMEOUT_S
+    entry_point_cache: bool = True
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -65,6 +66,7 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
             strict=parse_bool(environ, "EZPZ_STRICT_PLUGINS"),
             trace=parse_bool(environ, "EZPZ_TRACE_PLUGINS"),
             hook_timeout_s=parse_hook_timeout(environ),
+            entry_point_cache=parse_bool(environ, "EZPZ_ENTRY_POINT_CACHE", default=True),
         )
 
 

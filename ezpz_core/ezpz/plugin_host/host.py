@@ -113,9 +113,10 @@ class PluginHost:
         are recorded without being imported; stevedore imports the rest.
         """
 
+        from ezpz.plugin_host import ep_cache
         from ezpz.plugin_host.entry_points import scan
 
-        found = scan(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+        found = scan(ep_cache.entry_points(ENTRY_POINT_GROUP, enabled=self.settings.entry_point_cache))
         self.check_controls([(f.distribution, f.name) for f in found])
         wanted: list[importlib.metadata.EntryPoint] = []
         for f in found:

@@ -1,0 +1,275 @@
+"""A cached index of which distributions declare entry points in ezpz's groups.
+
+Without it, every ``import ezpz`` asks :mod:`importlib.metadata` for the
+group's entry points, which opens ``entry_points.txt`` in every ``*.dist-info``
+on ``sys.path``: with 2,000 distributions installed, 2,000 file opens per
+rank. The index remembers, for one ``sys.path``, the metadata directories that
+declare entry points in ``ezpz``'s groups; a later process re-reads the entry
+points from those directories only.
+
+Safety:
+
+- **Keyed by modification times.** The index is valid only while every
+  ``sys.path`` entry has the ``st_mtime_ns``/inode/device it had when the
+  index was built, and every indexed ``entry_points.txt`` still has its own.
+  Installing or removing a distribution adds or removes a ``*.dist-info``
+  directory in a ``sys.path`` directory, which changes that directory's mtime.
+  An index built while a directory was changing (its mtime within
+  :data:`RACY_WINDOW_NS` of now, or different after the scan) is not written.
+- **It never changes which plugins load.** Entry points are always read from
+  the distributions' own files; the index only says which files to read, and
+  only names metadata directories directly inside a ``sys.path`` entry.
+- **Hostile or corrupt files are ignored, with a reason** (:func:`last_status`):
+  not owned by this user, writable by group or others, a symlink, too large,
+  not the expected JSON, or for another interpreter or ``sys.path``.
+- **Where:** ``$XDG_CACHE_HOME/ezpz/entry-points`` (default ``~/.cache``, where
+  stevedore keeps its own entry-point cache), one file per interpreter and
+  ``sys.path``, written atomically with mode 0600 in a 0700 directory. A
+  read-only or missing home just means no cache. ``EZPZ_ENTRY_POINT_CACHE=0``
+  turns it off.
+
+stevedore has such a cache (``stevedore._cache``), but it stats every
+``entry_points.txt`` on ``sys.path`` to validate it (the cost this avoids),
+keeps one file per state forever, trusts the file's contents, and drops the
+distribution each entry point came from, which ezpz needs to tell built-in
+plugins from others (:mod:`ezpz.plugin_host.entry_points`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+__all__ = ["GROUPS", "RACY_WINDOW_NS", "cache_dir", "entry_points", "last_status"]
+
+FORMAT = 1
+GROUPS = ("ezpz", "ezpz.launchers")
+"""The groups indexed together (one scan of the environment serves both)."""
+RACY_WINDOW_NS = 2_000_000_000
+"""A directory modified this recently may still be changing within one mtime tick: its index is not written."""
+MAX_BYTES = 1 << 20
+_METADATA_SUFFIXES = (".dist-info", ".egg-info")
+
+_status = "not used yet"
+
+
+def last_status() -> str:
+    """What the last lookup did: ``hit``, ``miss: <why>``, ``off: <why>``, plus any reason a file was ignored."""
+    return _status
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """``$XDG_CACHE_HOME/ezpz/entry-points``, else ``~/.cache/ezpz/entry-points``; None without a home."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative path is invalid and ignored
+        home = os.path.expanduser("~")
+        if home == "~" or not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return Path(base) / "ezpz" / "entry-points"
+
+
+def _stamp(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path or ".")
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_ino, st.st_dev]
+
+
+def _stamps(paths: Iterable[str]) -> list[list[object]]:
+    return [[p, _stamp(p)] for p in paths]
+
+
+def _file_name(path: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for part in (sys.executable, sys.prefix, sys.version, *(os.path.abspath(p or ".") for p in path)):
+        h.update(part.encode("utf-8", "surrogateescape") + b"\0")
+    return h.hexdigest()[:32] + ".json"
+
+
+def _meta_dir(dist: importlib.metadata.Distribution) -> str | None:
+    """The ``*.dist-info``/``*.egg-info`` directory of a path distribution, else None (not indexable)."""
+    path = getattr(dist, "_path", None)  # PathDistribution's only record of where it is
+    if not isinstance(path, Path) or not path.name.endswith(_METADATA_SUFFIXES):
+        return None
+    return str(path)
+
+
+def _scan(groups: Sequence[str]) -> tuple[dict[str, list[importlib.metadata.EntryPoint]], dict[str, list[str]] | None]:
+    """Entry points of ``groups`` as :mod:`importlib.metadata` lists them, and the directories they come from.
+
+    The directories are None when one of them cannot be named (a distribution
+    not backed by a metadata directory): such an environment is not indexed.
+    """
+    every = importlib.metadata.entry_points()
+    found = {g: list(every.select(group=g)) for g in groups}
+    dirs: dict[str, list[str]] | None = {}
+    for g, eps in found.items():
+        seen: list[str] = []
+        for ep in eps:
+            d = _meta_dir(ep.dist) if getattr(ep, "dist", None) is not None else None
+            if d is None:
+                dirs = None
+                break
+            if d not in seen:
+                seen.append(d)
+        if dirs is None:
+            break
+        dirs[g] = seen
+    return found, dirs
+
+
+def _open_trusted(file: Path) -> tuple[str | None, str]:
+    """The file's text, or None and why it is not trusted."""
+    try:
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None, "no index yet"
+    except OSError as err:
+        return None, f"cannot open {file}: {err.strerror or err}"
+    try:
+        st = os.fstat(fd)
+        getuid = getattr(os, "getuid", None)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"ignored {file}: not a regular file"
+        if getuid is not None and st.st_uid != getuid():
+            return None, f"ignored {file}: owned by uid {st.st_uid}, not this user ({getuid()})"
+        if st.st_mode & 0o022:
+            return None, f"ignored {file}: writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+        if st.st_size > MAX_BYTES:
+            return None, f"ignored {file}: {st.st_size} bytes, more than {MAX_BYTES}"
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            raw = fh.read(MAX_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    try:
+        return raw.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        return None, f"ignored {file}: not UTF-8"
+
+
+def _valid(data: object, path: Sequence[str], groups: Sequence[str]) -> tuple[dict[str, list[str]] | None, str]:
+    """The indexed directories if ``data`` is a current index for ``path``, else None and why not."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None, "not an ezpz entry-point index of this format"
+    if data.get("executable") != sys.executable or data.get("prefix") != sys.prefix:
+        return None, "built for another interpreter"
+    if data.get("path") != list(path):
+        return None, "built for another sys.path"
+    if data.get("stamps") != _stamps(path):
+        return None, "a sys.path entry changed (a distribution was installed or removed)"
+    dirs = data.get("groups")
+    if not isinstance(dirs, dict) or sorted(dirs) != sorted(groups):
+        return None, "groups missing"
+    roots = set(path)
+    watched: list[str] = []
+    for g in groups:
+        entries = dirs[g]
+        if not isinstance(entries, list) or not all(isinstance(d, str) for d in entries):
+            return None, f"group {g!r} is not a list of directories"
+        for d in entries:
+            if os.path.dirname(d) not in roots or not d.endswith(_METADATA_SUFFIXES):
+                return None, f"names {d!r}, not a metadata directory directly on sys.path"
+            watched.append(os.path.join(d, "entry_points.txt"))
+    if data.get("watched") != _stamps(sorted(set(watched))):
+        return None, "an indexed entry_points.txt changed"
+    return dirs, ""
+
+
+def _read(dirs: Mapping[str, list[str]], groups: Sequence[str]) -> dict[str, list[importlib.metadata.EntryPoint]]:
+    out: dict[str, list[importlib.metadata.EntryPoint]] = {}
+    dists: dict[str, importlib.metadata.Distribution] = {}
+    for g in groups:
+        eps: list[importlib.metadata.EntryPoint] = []
+        for d in dirs[g]:
+            dist = dists.setdefault(d, importlib.metadata.PathDistribution(Path(d)))
+            eps.extend(dist.entry_points.select(group=g))
+        out[g] = eps
+    return out
+
+
+def _write(file: Path, data: dict[str, object]) -> str:
+    """Write atomically; returns why not, or ``""``."""
+    try:
+        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".json")  # mode 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+            os.replace(tmp, file)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError as err:  # read-only or full home, no permission: run without an index
+        return f"not written ({err.strerror or err})"
+    return ""
+
+
+def entry_points(group: str, *, enabled: bool = True, directory: Path | None = None,
+                 path: Sequence[str] | None = None) -> list[importlib.metadata.EntryPoint]:
+    """The entry points of ``group`` (one of :data:`GROUPS`) in ``sys.path`` order, as importlib.metadata lists them.
+
+    ``enabled`` is ``EZPZ_ENTRY_POINT_CACHE`` (:class:`~ezpz.settings.PluginSettings`); ``directory``
+    defaults to :func:`cache_dir`; ``path`` to ``sys.path``.
+    """
+    global _status
+    path = tuple(sys.path if path is None else path)
+    if group not in GROUPS:
+        raise ValueError(f"group {group!r} is not indexed; expected one of {', '.join(GROUPS)}")
+    groups = GROUPS
+    where = directory or cache_dir()
+    if not enabled:
+        _status, where = "off: EZPZ_ENTRY_POINT_CACHE=0", None
+    elif where is None:
+        _status = "off: no home or XDG_CACHE_HOME directory"
+    if where is not None:
+        file = where / _file_name(path)
+        text, why = _open_trusted(file)
+        if text is not None:
+            try:
+                dirs, why = _valid(json.loads(text), path, groups)
+            except ValueError as err:
+                dirs, why = None, f"ignored {file}: not JSON ({err})"
+            if dirs is not None:
+                try:
+                    found = _read(dirs, groups)
+                except OSError as err:  # a directory vanished between the stat and the read
+                    why = f"indexed metadata unreadable ({err})"
+                else:
+                    _status = "hit"
+                    return list(found[group])
+        _status = f"miss: {why}"
+    before = _stamps(path)
+    found, dirs = _scan(groups)
+    if where is not None:
+        now = time.time_ns()
+        stamps = _stamps(path)
+        racy = any(s is not None and now - s[0] < RACY_WINDOW_NS for _, s in stamps)  # type: ignore[index]
+        if dirs is None:
+            _status += "; not written (a distribution has no metadata directory)"
+        elif any(os.path.dirname(d) not in path for g in groups for d in dirs[g]):
+            _status += "; not written (a distribution's metadata is not directly in a sys.path entry)"
+        elif stamps != before or racy:
+            _status += "; not written (sys.path changed during the scan or moments before it)"
+        else:
+            watched = sorted({os.path.join(d, "entry_points.txt") for g in groups for d in dirs[g]})
+            why = _write(where / _file_name(path), {
+                "format": FORMAT, "executable": sys.executable, "prefix": sys.prefix, "path": list(path),
+                "stamps": stamps, "groups": dirs, "watched": _stamps(watched)})
+            _status += f"; {why}" if why else "; index written"
+    return list(found[group])
