@@ -46,6 +46,10 @@ def parse_names(raw: str | None) -> frozenset[str] | None:
     return frozenset(n.lower() for n in re.split(r"[,\s]+", raw) if n)
 
 
+#: Global-rank variables of the launchers ezpz detects (only "is this rank 0?" is read from them here).
+_RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "PALS_RANKID", "SLURM_PROCID")
+
+
 class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezpz`, which must not load attrs
     """Plugin controls, read when plugins are discovered (at ``import ezpz``)."""
 
@@ -56,6 +60,8 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
     trace: bool = False
     hook_timeout_s: float = DEFAULT_HOOK_TIMEOUT_S
     entry_point_cache: bool = True
+    entry_point_cache_writer: bool = True
+    """False in every rank but the first of a launched job: one writer, not thousands, when the index is stale."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -67,6 +73,7 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
             trace=parse_bool(environ, "EZPZ_TRACE_PLUGINS"),
             hook_timeout_s=parse_hook_timeout(environ),
             entry_point_cache=parse_bool(environ, "EZPZ_ENTRY_POINT_CACHE", default=True),
+            entry_point_cache_writer=all(environ.get(v, "0").strip() in ("0", "") for v in _RANK_VARIABLES),
         )
 
 

@@ -220,15 +220,16 @@ def _write(file: Path, data: dict[str, object]) -> str:
     return ""
 
 
-def entry_points(group: str, *, enabled: bool = True, directory: Path | None = None,
-                 path: Sequence[str] | None = None) -> list[importlib.metadata.EntryPoint]:
+def entry_points(group: str, *, enabled: bool = True, write: bool = True,
+                 directory: Path | None = None) -> list[importlib.metadata.EntryPoint]:
     """The entry points of ``group`` (one of :data:`GROUPS`) in ``sys.path`` order, as importlib.metadata lists them.
 
-    ``enabled`` is ``EZPZ_ENTRY_POINT_CACHE`` (:class:`~ezpz.settings.PluginSettings`); ``directory``
-    defaults to :func:`cache_dir`; ``path`` to ``sys.path``.
+    ``enabled`` is ``EZPZ_ENTRY_POINT_CACHE`` and ``write`` is false in all but
+    the first rank of a job (:class:`~ezpz.settings.PluginSettings`);
+    ``directory`` defaults to :func:`cache_dir`.
     """
     global _status
-    path = tuple(sys.path if path is None else path)
+    path = tuple(sys.path)
     if group not in GROUPS:
         raise ValueError(f"group {group!r} is not indexed; expected one of {', '.join(GROUPS)}")
     groups = GROUPS
@@ -260,7 +261,9 @@ def entry_points(group: str, *, enabled: bool = True, directory: Path | None = N
         now = time.time_ns()
         stamps = _stamps(path)
         racy = any(s is not None and now - s[0] < RACY_WINDOW_NS for _, s in stamps)  # type: ignore[index]
-        if dirs is None:
+        if not write:
+            _status += "; not written (only the first rank of a job writes it)"
+        elif dirs is None:
             _status += "; not written (a distribution has no metadata directory)"
         elif any(os.path.dirname(d) not in path for g in groups for d in dirs[g]):
             _status += "; not written (a distribution's metadata is not directly in a sys.path entry)"

@@ -116,7 +116,8 @@ class PluginHost:
         from ezpz.plugin_host import ep_cache
         from ezpz.plugin_host.entry_points import scan
 
-        found = scan(ep_cache.entry_points(ENTRY_POINT_GROUP, enabled=self.settings.entry_point_cache))
+        found = scan(ep_cache.entry_points(ENTRY_POINT_GROUP, enabled=self.settings.entry_point_cache,
+                                          write=self.settings.entry_point_cache_writer))
         self.check_controls([(f.distribution, f.name) for f in found])
         wanted: list[importlib.metadata.EntryPoint] = []
         for f in found:
