@@ -14,6 +14,9 @@ Safety:
   index was built, and every indexed ``entry_points.txt`` still has its own.
   Installing or removing a distribution adds or removes a ``*.dist-info``
   directory in a ``sys.path`` directory, which changes that directory's mtime.
+  One exception: an entry that held no metadata directory (typically the
+  script's own directory, which a job may write to) stays valid while a
+  listing of it still shows none.
   An index built while a directory was changing (its mtime within
   :data:`RACY_WINDOW_NS` of now, or different after the scan) is not written.
 - **It never changes which plugins load.** Entry points are always read from
@@ -88,6 +91,38 @@ def _stamp(path: str) -> list[int] | None:
 
 def _stamps(paths: Iterable[str]) -> list[list[object]]:
     return [[p, _stamp(p)] for p in paths]
+
+
+def _holds_metadata(entry: str) -> bool:
+    """Whether ``entry`` may hold distributions: a directory listing a ``*.dist-info``/``*.egg-info``, or not a directory.
+
+    importlib.metadata finds distributions only by those names in a
+    ``sys.path`` directory's listing, so a directory without them adds none,
+    whatever else is written to it.
+    """
+    try:
+        with os.scandir(entry or ".") as it:
+            return entry.endswith(".egg") or any(e.name.lower().endswith(_METADATA_SUFFIXES) for e in it)
+    except FileNotFoundError:
+        return False
+    except OSError:  # a zip file, or unreadable: judged by its stamp alone
+        return True
+
+
+def _current(recorded: object, path: Sequence[str]) -> str:
+    """Why the recorded ``[entry, stamp, holds_metadata]`` rows no longer describe ``path``, or ``""``.
+
+    An entry that held no metadata directory (a script's own directory, which
+    the job may be writing to) stays current while it still holds none.
+    """
+    if not isinstance(recorded, list) or len(recorded) != len(path):
+        return "built for another sys.path"
+    for row, entry in zip(recorded, path):
+        if not isinstance(row, list) or len(row) != 3 or row[0] != entry:
+            return "built for another sys.path"
+        if row[1] != _stamp(entry) and (row[2] is not False or _holds_metadata(entry)):
+            return f"{entry or '.'} changed (a distribution was installed or removed)"
+    return ""
 
 
 def _file_name(path: Sequence[str]) -> str:
@@ -168,8 +203,9 @@ def _valid(data: object, path: Sequence[str], groups: Sequence[str]) -> tuple[di
         return None, "built for another interpreter"
     if data.get("path") != list(path):
         return None, "built for another sys.path"
-    if data.get("stamps") != _stamps(path):
-        return None, "a sys.path entry changed (a distribution was installed or removed)"
+    why = _current(data.get("stamps"), path)
+    if why:
+        return None, f"sys.path entry {why}"
     dirs = data.get("groups")
     if not isinstance(dirs, dict) or sorted(dirs) != sorted(groups):
         return None, "groups missing"
@@ -255,12 +291,12 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
                     _status = "hit"
                     return list(found[group])
         _status = f"miss: {why}"
-    before = _stamps(path)
+    before = [[entry, stamp, _holds_metadata(entry)] for entry, stamp in _stamps(path)]
     found, dirs = _scan(groups)
     if where is not None:
         now = time.time_ns()
-        stamps = _stamps(path)
-        racy = any(s is not None and now - s[0] < RACY_WINDOW_NS for _, s in stamps)  # type: ignore[index]
+        stamps = [[entry, stamp, held] for (entry, stamp), (_, _, held) in zip(_stamps(path), before)]
+        racy = any(s is not None and now - s[0] < RACY_WINDOW_NS for _, s, _ in stamps)  # type: ignore[index]
         if not write:
             _status += "; not written (only the first rank of a job writes it)"
         elif dirs is None:
