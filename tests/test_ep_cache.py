@@ -121,6 +121,10 @@ def test_writing_to_a_directory_without_distributions_keeps_the_index(site, tmp_
     _lookup(cache)
     (workdir / "checkpoint.pt").write_text("")
     assert _lookup(cache) == _truth() and ep_cache.last_status() == "hit"
+    os.utime(workdir)  # busy right now: indexed as "list it each time"
+    _lookup(cache)
+    (workdir / "log.txt").write_text("")
+    assert _lookup(cache) == _truth() and ep_cache.last_status() == "hit"
     _dist(workdir, "plug-w", {"omega": "plug_w"})  # a distribution there does count
     os.utime(workdir)
     assert ("omega", "plug_w") in _lookup(cache) and ep_cache.last_status().startswith("miss: sys.path entry ")

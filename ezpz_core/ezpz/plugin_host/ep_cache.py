@@ -40,14 +40,13 @@ plugins from others (:mod:`ezpz.plugin_host.entry_points`).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
 import stat
 import sys
-import tempfile
 import time
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -59,6 +58,8 @@ GROUPS = ("ezpz", "ezpz.launchers")
 RACY_WINDOW_NS = 2_000_000_000
 """A directory modified this recently may still be changing within one mtime tick: its index is not written."""
 MAX_BYTES = 1 << 20
+UNKNOWN = [-1, -1, -1]
+"""The stamp of a directory that was changing while it was indexed: never current, so it is listed instead."""
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 
 _status = "not used yet"
@@ -121,15 +122,14 @@ def _current(recorded: object, path: Sequence[str]) -> str:
         if not isinstance(row, list) or len(row) != 3 or row[0] != entry:
             return "built for another sys.path"
         if row[1] != _stamp(entry) and (row[2] is not False or _holds_metadata(entry)):
-            return f"{entry or '.'} changed (a distribution was installed or removed)"
+            return f"sys.path entry {entry or '.'} changed (a distribution was installed or removed)"
     return ""
 
 
 def _file_name(path: Sequence[str]) -> str:
-    h = hashlib.sha256()
-    for part in (sys.executable, sys.prefix, sys.version, *(os.path.abspath(p or ".") for p in path)):
-        h.update(part.encode("utf-8", "surrogateescape") + b"\0")
-    return h.hexdigest()[:32] + ".json"
+    key = "\0".join((sys.executable, sys.prefix, sys.version, *(os.path.abspath(p or ".") for p in path)))
+    raw = key.encode("utf-8", "surrogateescape")  # a name, not a check: the file records what it was built for
+    return f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}.json"
 
 
 def _meta_dir(dist: importlib.metadata.Distribution) -> str | None:
@@ -205,7 +205,7 @@ def _valid(data: object, path: Sequence[str], groups: Sequence[str]) -> tuple[di
         return None, "built for another sys.path"
     why = _current(data.get("stamps"), path)
     if why:
-        return None, f"sys.path entry {why}"
+        return None, why
     dirs = data.get("groups")
     if not isinstance(dirs, dict) or sorted(dirs) != sorted(groups):
         return None, "groups missing"
@@ -238,6 +238,8 @@ def _read(dirs: Mapping[str, list[str]], groups: Sequence[str]) -> dict[str, lis
 
 def _write(file: Path, data: dict[str, object]) -> str:
     """Write atomically; returns why not, or ``""``."""
+    import tempfile  # only when writing
+
     try:
         file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".json")  # mode 0600
@@ -296,6 +298,9 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
     if where is not None:
         now = time.time_ns()
         stamps = [[entry, stamp, held] for (entry, stamp), (_, _, held) in zip(_stamps(path), before)]
+        for row in stamps:  # a busy directory without distributions (/tmp, a job's output directory): list it each time
+            if row[1] is not None and now - row[1][0] < RACY_WINDOW_NS and row[2] is False:  # type: ignore[index]
+                row[1] = UNKNOWN
         racy = any(s is not None and now - s[0] < RACY_WINDOW_NS for _, s, _ in stamps)  # type: ignore[index]
         if not write:
             _status += "; not written (only the first rank of a job writes it)"
