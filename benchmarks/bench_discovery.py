@@ -5,7 +5,7 @@ Each distribution is a ``*.dist-info`` directory (METADATA, an unrelated
 it; the figure is ``import ezpz`` in fresh interpreters, paired and
 alternating between the two environments, with ezpz's entry-point index
 (:mod:`ezpz.plugin_host.ep_cache`) built by the warm-up runs, as after any
-first use; the same figure without the index (``EZPZ_ENTRY_POINT_CACHE=0``)
+first use; the same figure without the index (``EZPZ_CACHE=0``)
 is printed for comparison.
 """
 
@@ -62,8 +62,8 @@ def main() -> None:
         many, few, r, index = measure(envs)
         print(f"import ezpz with 2,000 unrelated distributions  {many:8.1f} ms  vs 20: {few:8.1f} ms  ratio {r:6.3f}"
               f"  target <= 1.5   (median of {ROUNDS} paired runs; index: {index})")
-        many, few, r, index = measure({n: dict(e, EZPZ_ENTRY_POINT_CACHE="0") for n, e in envs.items()})
-        print(f"... without the index (EZPZ_ENTRY_POINT_CACHE=0) {many:8.1f} ms  vs 20: {few:8.1f} ms  ratio {r:6.3f}"
+        many, few, r, index = measure({n: dict(e, EZPZ_CACHE="0") for n, e in envs.items()})
+        print(f"... without the index (EZPZ_CACHE=0) {many:8.1f} ms  vs 20: {few:8.1f} ms  ratio {r:6.3f}"
               f"  (for comparison)")
 
 

@@ -73,7 +73,7 @@ def _index_file(cache: Path) -> Path:
 def test_the_index_is_written_then_used_and_lists_what_importlib_metadata_lists(site, tmp_path):
     cache = tmp_path / "cache"
     first = _lookup(cache)
-    assert ep_cache.last_status() == "miss: no index yet; index written"
+    assert ep_cache.last_status() == "miss: nothing cached yet; index written"
     assert ("alpha", "plug_a.plugin") in first and ("beta", "plug_b:hooks") in first
     assert _lookup(cache) == first == _truth()
     assert ep_cache.last_status() == "hit"
@@ -199,8 +199,8 @@ def test_only_the_first_rank_of_a_job_writes_the_index(site, tmp_path):
 def test_switched_off_it_neither_reads_nor_writes(site, tmp_path):
     cache = tmp_path / "cache"
     assert _names(ep_cache.entry_points("ezpz", directory=cache, enabled=False)) == _truth()
-    assert ep_cache.last_status() == "off: EZPZ_ENTRY_POINT_CACHE=0" and not cache.exists()
-    assert PluginSettings.from_environ({"EZPZ_ENTRY_POINT_CACHE": "0"}).entry_point_cache is False
+    assert ep_cache.last_status() == "off: EZPZ_CACHE=0" and not cache.exists()
+    assert PluginSettings.from_environ({"EZPZ_CACHE": "0"}).entry_point_cache is False
 
 
 def test_the_cache_location_follows_xdg_and_needs_an_absolute_path(tmp_path):
@@ -252,7 +252,7 @@ def test_a_real_pip_install_and_removal_are_seen_through_the_index(tmp_path):
     target, xdg = tmp_path / "target", tmp_path / "xdg"
     _pip_install(target, "ezpz-test-good")
     os.utime(target, (PAST, PAST))
-    truth = _child(target, xdg, EZPZ_ENTRY_POINT_CACHE="0")["records"]
+    truth = _child(target, xdg, EZPZ_CACHE="0")["records"]
     assert truth.get("test-good") == "loaded"
     built = _child(target, xdg)
     assert built["status"].endswith("index written") and built["records"] == truth
@@ -262,7 +262,7 @@ def test_a_real_pip_install_and_removal_are_seen_through_the_index(tmp_path):
     _pip_install(target, "ezpz-test-sentinel")  # pip adds a dist-info directory to the target
     added = _child(target, xdg)
     assert added["status"].startswith("miss: sys.path entry ")
-    assert added["records"] == _child(target, xdg, EZPZ_ENTRY_POINT_CACHE="0")["records"]
+    assert added["records"] == _child(target, xdg, EZPZ_CACHE="0")["records"]
     assert "test-sentinel" in added["records"] and "test-good" in added["records"]
 
     (good_info,) = target.glob("ezpz_test_good-*.dist-info")  # what `pip uninstall` removes

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from ezpz.errors import ConfigError
 
-__all__ = ["PluginSettings", "SetupSettings", "parse_bool", "parse_hook_timeout", "parse_names"]
+__all__ = ["PluginSettings", "SetupSettings", "is_first_rank", "parse_bool", "parse_hook_timeout", "parse_names"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -50,6 +50,11 @@ def parse_names(raw: str | None) -> frozenset[str] | None:
 _RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "PALS_RANKID", "SLURM_PROCID")
 
 
+def is_first_rank(environ: Mapping[str, str]) -> bool:
+    """Not a rank other than 0 of a launched job: the one process that writes ezpz's on-disk caches."""
+    return all(environ.get(v, "0").strip() in ("0", "") for v in _RANK_VARIABLES)
+
+
 class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezpz`, which must not load attrs
     """Plugin controls, read when plugins are discovered (at ``import ezpz``)."""
 
@@ -72,8 +77,8 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
             strict=parse_bool(environ, "EZPZ_STRICT_PLUGINS"),
             trace=parse_bool(environ, "EZPZ_TRACE_PLUGINS"),
             hook_timeout_s=parse_hook_timeout(environ),
-            entry_point_cache=parse_bool(environ, "EZPZ_ENTRY_POINT_CACHE", default=True),
-            entry_point_cache_writer=all(environ.get(v, "0").strip() in ("0", "") for v in _RANK_VARIABLES),
+            entry_point_cache=parse_bool(environ, "EZPZ_CACHE", default=True),
+            entry_point_cache_writer=is_first_rank(environ),
         )
 
 

@@ -28,7 +28,7 @@ Safety:
 - **Where:** ``$XDG_CACHE_HOME/ezpz/entry-points`` (default ``~/.cache``, where
   stevedore keeps its own entry-point cache), one file per interpreter and
   ``sys.path``, written atomically with mode 0600 in a 0700 directory. A
-  read-only or missing home just means no cache. ``EZPZ_ENTRY_POINT_CACHE=0``
+  read-only or missing home just means no cache. ``EZPZ_CACHE=0``
   turns it off.
 
 stevedore has such a cache (``stevedore._cache``), but it stats every
@@ -41,23 +41,24 @@ plugins from others (:mod:`ezpz.plugin_host.entry_points`).
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
-import stat
 import sys
 import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ezpz import user_cache
+
 __all__ = ["GROUPS", "RACY_WINDOW_NS", "cache_dir", "entry_points", "last_status"]
+
+KIND = "entry-points"
 
 FORMAT = 1
 GROUPS = ("ezpz", "ezpz.launchers")
 """The groups indexed together (one scan of the environment serves both)."""
 RACY_WINDOW_NS = 2_000_000_000
 """A directory modified this recently may still be changing within one mtime tick: its index is not written."""
-MAX_BYTES = 1 << 20
 UNKNOWN = [-1, -1, -1]
 """The stamp of a directory that was changing while it was indexed: never current, so it is listed instead."""
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
@@ -71,15 +72,8 @@ def last_status() -> str:
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
-    """``$XDG_CACHE_HOME/ezpz/entry-points``, else ``~/.cache/ezpz/entry-points``; None without a home."""
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_CACHE_HOME") or ""
-    if not os.path.isabs(base):  # the XDG spec: a relative path is invalid and ignored
-        home = os.path.expanduser("~")
-        if home == "~" or not os.path.isabs(home):
-            return None
-        base = os.path.join(home, ".cache")
-    return Path(base) / "ezpz" / "entry-points"
+    """Where the index files live (:func:`ezpz.user_cache.cache_dir`)."""
+    return user_cache.cache_dir(KIND, environ)
 
 
 def _stamp(path: str) -> list[int] | None:
@@ -164,37 +158,6 @@ def _scan(groups: Sequence[str]) -> tuple[dict[str, list[importlib.metadata.Entr
     return found, dirs
 
 
-def _open_trusted(file: Path) -> tuple[str | None, str]:
-    """The file's text, or None and why it is not trusted."""
-    try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        return None, "no index yet"
-    except OSError as err:
-        return None, f"cannot open {file}: {err.strerror or err}"
-    try:
-        st = os.fstat(fd)
-        getuid = getattr(os, "getuid", None)
-        if not stat.S_ISREG(st.st_mode):
-            return None, f"ignored {file}: not a regular file"
-        if getuid is not None and st.st_uid != getuid():
-            return None, f"ignored {file}: owned by uid {st.st_uid}, not this user ({getuid()})"
-        if st.st_mode & 0o022:
-            return None, f"ignored {file}: writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-        if st.st_size > MAX_BYTES:
-            return None, f"ignored {file}: {st.st_size} bytes, more than {MAX_BYTES}"
-        with os.fdopen(fd, "rb") as fh:
-            fd = -1
-            raw = fh.read(MAX_BYTES + 1)
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    try:
-        return raw.decode("utf-8"), ""
-    except UnicodeDecodeError:
-        return None, f"ignored {file}: not UTF-8"
-
-
 def _valid(data: object, path: Sequence[str], groups: Sequence[str]) -> tuple[dict[str, list[str]] | None, str]:
     """The indexed directories if ``data`` is a current index for ``path``, else None and why not."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -236,33 +199,11 @@ def _read(dirs: Mapping[str, list[str]], groups: Sequence[str]) -> dict[str, lis
     return out
 
 
-def _write(file: Path, data: dict[str, object]) -> str:
-    """Write atomically; returns why not, or ``""``."""
-    import tempfile  # only when writing
-
-    try:
-        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".json")  # mode 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-            os.replace(tmp, file)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except OSError as err:  # read-only or full home, no permission: run without an index
-        return f"not written ({err.strerror or err})"
-    return ""
-
-
 def entry_points(group: str, *, enabled: bool = True, write: bool = True,
                  directory: Path | None = None) -> list[importlib.metadata.EntryPoint]:
     """The entry points of ``group`` (one of :data:`GROUPS`) in ``sys.path`` order, as importlib.metadata lists them.
 
-    ``enabled`` is ``EZPZ_ENTRY_POINT_CACHE`` and ``write`` is false in all but
+    ``enabled`` is ``EZPZ_CACHE`` and ``write`` is false in all but
     the first rank of a job (:class:`~ezpz.settings.PluginSettings`);
     ``directory`` defaults to :func:`cache_dir`.
     """
@@ -273,17 +214,14 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
     groups = GROUPS
     where = directory or cache_dir()
     if not enabled:
-        _status, where = "off: EZPZ_ENTRY_POINT_CACHE=0", None
+        _status, where = "off: EZPZ_CACHE=0", None
     elif where is None:
         _status = "off: no home or XDG_CACHE_HOME directory"
     if where is not None:
         file = where / _file_name(path)
-        text, why = _open_trusted(file)
-        if text is not None:
-            try:
-                dirs, why = _valid(json.loads(text), path, groups)
-            except ValueError as err:
-                dirs, why = None, f"ignored {file}: not JSON ({err})"
+        data, why = user_cache.read_json(file)
+        if data is not None:
+            dirs, why = _valid(data, path, groups)
             if dirs is not None:
                 try:
                     found = _read(dirs, groups)
@@ -312,7 +250,7 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
             _status += "; not written (sys.path changed during the scan or moments before it)"
         else:
             watched = sorted({os.path.join(d, "entry_points.txt") for g in groups for d in dirs[g]})
-            why = _write(where / _file_name(path), {
+            why = user_cache.write_json(where / _file_name(path), {
                 "format": FORMAT, "executable": sys.executable, "prefix": sys.prefix, "path": list(path),
                 "stamps": stamps, "groups": dirs, "watched": _stamps(watched)})
             _status += f"; {why}" if why else "; index written"
