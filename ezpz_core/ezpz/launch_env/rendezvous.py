@@ -17,7 +17,6 @@ import attrs
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
-from ezpz.hostlist import expand_nodelist, read_hostfile
 
 __all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous"]
 
@@ -99,6 +98,8 @@ def _port(environ: Mapping[str, str], ident: tuple[str, str] | None) -> tuple[in
 
 def _hosts_from(kind: str, name: str, value: str) -> list[str]:
     try:
+        from ezpz.hostlist import expand_nodelist, read_hostfile  # only when a host list must be read
+
         hosts = expand_nodelist(value) if kind == "nodelist" else read_hostfile(value)
     except (OSError, ValueError) as err:
         what = "a Slurm node list such as nid[001-004]" if kind == "nodelist" else "a readable hostfile"

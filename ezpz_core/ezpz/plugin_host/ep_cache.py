@@ -11,7 +11,7 @@ Safety:
 
 - **Keyed by modification times.** The index is valid only while every
   ``sys.path`` entry has the ``st_mtime_ns``/inode/device it had when the
-  index was built, and every indexed ``entry_points.txt`` still has its own.
+  index was built.
   Installing or removing a distribution adds or removes a ``*.dist-info``
   directory in a ``sys.path`` directory, which changes that directory's mtime.
   One exception: an entry that held no metadata directory (typically the
@@ -20,8 +20,9 @@ Safety:
   An index built while a directory was changing (its mtime within
   :data:`RACY_WINDOW_NS` of now, or different after the scan) is not written.
 - **It never changes which plugins load.** Entry points are always read from
-  the distributions' own files; the index only says which files to read, and
-  only names metadata directories directly inside a ``sys.path`` entry.
+  the distributions' own ``entry_points.txt`` (so an edit to one is seen at
+  once); the index only says which distributions to read, and only names
+  metadata directories directly inside a ``sys.path`` entry.
 - **Hostile or corrupt files are ignored, with a reason** (:func:`last_status`):
   not owned by this user, writable by group or others, a symlink, too large,
   not the expected JSON, or for another interpreter or ``sys.path``.
@@ -54,7 +55,7 @@ __all__ = ["GROUPS", "RACY_WINDOW_NS", "cache_dir", "entry_points", "last_status
 
 KIND = "entry-points"
 
-FORMAT = 1
+FORMAT = 2
 GROUPS = ("ezpz", "ezpz.launchers")
 """The groups indexed together (one scan of the environment serves both)."""
 RACY_WINDOW_NS = 2_000_000_000
@@ -134,31 +135,29 @@ def _meta_dir(dist: importlib.metadata.Distribution) -> str | None:
     return str(path)
 
 
-def _scan(groups: Sequence[str]) -> tuple[dict[str, list[importlib.metadata.EntryPoint]], dict[str, list[str]] | None]:
+def _scan(groups: Sequence[str]) -> tuple[dict[str, list[importlib.metadata.EntryPoint]], list[str] | None]:
     """Entry points of ``groups`` as :mod:`importlib.metadata` lists them, and the directories they come from.
 
-    The directories are None when one of them cannot be named (a distribution
-    not backed by a metadata directory): such an environment is not indexed.
+    The directories (in ``sys.path`` order) are None when one of them cannot
+    be named (a distribution not backed by a metadata directory): such an
+    environment is not indexed.
     """
     every = importlib.metadata.entry_points()
     found = {g: list(every.select(group=g)) for g in groups}
-    dirs: dict[str, list[str]] | None = {}
-    for g, eps in found.items():
-        seen: list[str] = []
-        for ep in eps:
-            d = _meta_dir(ep.dist) if getattr(ep, "dist", None) is not None else None
-            if d is None:
-                dirs = None
-                break
-            if d not in seen:
-                seen.append(d)
-        if dirs is None:
-            break
-        dirs[g] = seen
-    return found, dirs
+    dirs: list[str] = []
+    for ep in (ep for g in groups for ep in found[g]):
+        d = _meta_dir(ep.dist) if getattr(ep, "dist", None) is not None else None
+        if d is None:
+            return found, None
+        if d not in dirs:
+            dirs.append(d)
+    order: dict[str, int] = {}  # sys.path order, as importlib.metadata lists distributions (no file is read)
+    for i, dist in enumerate(importlib.metadata.distributions()):
+        order.setdefault(str(getattr(dist, "_path", "")), i)
+    return found, sorted(dirs, key=lambda d: order.get(d, len(order)))
 
 
-def _valid(data: object, path: Sequence[str], groups: Sequence[str]) -> tuple[dict[str, list[str]] | None, str]:
+def _valid(data: object, path: Sequence[str]) -> tuple[list[str] | None, str]:
     """The indexed directories if ``data`` is a current index for ``path``, else None and why not."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None, "not an ezpz entry-point index of this format"
@@ -169,33 +168,23 @@ def _valid(data: object, path: Sequence[str], groups: Sequence[str]) -> tuple[di
     why = _current(data.get("stamps"), path)
     if why:
         return None, why
-    dirs = data.get("groups")
-    if not isinstance(dirs, dict) or sorted(dirs) != sorted(groups):
-        return None, "groups missing"
+    dirs = data.get("dirs")
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        return None, "no list of directories"
     roots = set(path)
-    watched: list[str] = []
-    for g in groups:
-        entries = dirs[g]
-        if not isinstance(entries, list) or not all(isinstance(d, str) for d in entries):
-            return None, f"group {g!r} is not a list of directories"
-        for d in entries:
-            if os.path.dirname(d) not in roots or not d.endswith(_METADATA_SUFFIXES):
-                return None, f"names {d!r}, not a metadata directory directly on sys.path"
-            watched.append(os.path.join(d, "entry_points.txt"))
-    if data.get("watched") != _stamps(sorted(set(watched))):
-        return None, "an indexed entry_points.txt changed"
+    for d in dirs:
+        if os.path.dirname(d) not in roots or not d.endswith(_METADATA_SUFFIXES):
+            return None, f"names {d!r}, not a metadata directory directly on sys.path"
     return dirs, ""
 
 
-def _read(dirs: Mapping[str, list[str]], groups: Sequence[str]) -> dict[str, list[importlib.metadata.EntryPoint]]:
-    out: dict[str, list[importlib.metadata.EntryPoint]] = {}
-    dists: dict[str, importlib.metadata.Distribution] = {}
-    for g in groups:
-        eps: list[importlib.metadata.EntryPoint] = []
-        for d in dirs[g]:
-            dist = dists.setdefault(d, importlib.metadata.PathDistribution(Path(d)))
-            eps.extend(dist.entry_points.select(group=g))
-        out[g] = eps
+def _read(dirs: Sequence[str], groups: Sequence[str]) -> dict[str, list[importlib.metadata.EntryPoint]]:
+    """Each group's entry points, read from the indexed directories' own ``entry_points.txt``."""
+    out: dict[str, list[importlib.metadata.EntryPoint]] = {g: [] for g in groups}
+    for d in dirs:
+        eps = importlib.metadata.PathDistribution(Path(d)).entry_points
+        for g in groups:
+            out[g].extend(eps.select(group=g))
     return out
 
 
@@ -221,7 +210,7 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
         file = where / _file_name(path)
         data, why = user_cache.read_json(file)
         if data is not None:
-            dirs, why = _valid(data, path, groups)
+            dirs, why = _valid(data, path)
             if dirs is not None:
                 try:
                     found = _read(dirs, groups)
@@ -244,14 +233,13 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
             _status += "; not written (only the first rank of a job writes it)"
         elif dirs is None:
             _status += "; not written (a distribution has no metadata directory)"
-        elif any(os.path.dirname(d) not in path for g in groups for d in dirs[g]):
+        elif any(os.path.dirname(d) not in path for d in dirs):
             _status += "; not written (a distribution's metadata is not directly in a sys.path entry)"
         elif stamps != before or racy:
             _status += "; not written (sys.path changed during the scan or moments before it)"
         else:
-            watched = sorted({os.path.join(d, "entry_points.txt") for g in groups for d in dirs[g]})
             why = user_cache.write_json(where / _file_name(path), {
                 "format": FORMAT, "executable": sys.executable, "prefix": sys.prefix, "path": list(path),
-                "stamps": stamps, "groups": dirs, "watched": _stamps(watched)})
+                "stamps": stamps, "dirs": dirs})
             _status += f"; {why}" if why else "; index written"
     return list(found[group])
