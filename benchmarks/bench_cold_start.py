@@ -1,7 +1,7 @@
 """Cold start against what ezpz replaces, as paired alternating fresh interpreters in one run.
 
-1. ``import ezpz`` without torch against ``import pluggy, stevedore`` (what
-   discovery needs): target <= 1.5.
+1. ``import ezpz`` without torch against ``import pluggy`` (what discovery
+   needs): target <= 1.5.
 2. ``import ezpz; ezpz.hooks.setup()`` with torch imported against
    ``from accelerate import PartialState; PartialState()``: target <= 0.75.
    accelerate is not a dependency: install it normally in the same
@@ -27,7 +27,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "11"))
 
 DEPS = """
 import json, time
-t = time.perf_counter(); import pluggy, stevedore; t1 = time.perf_counter()
+t = time.perf_counter(); import pluggy; t1 = time.perf_counter()
 print(json.dumps({"s": t1 - t}))
 """
 EZPZ_IMPORT = """
@@ -98,7 +98,7 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"median of {ROUNDS} paired, alternating fresh interpreters (ratio = median of per-pair ratios)")
     ez, deps = paired(EZPZ_IMPORT, DEPS)
-    print(f"import ezpz, no torch                         {ms(ez):8.1f} ms  vs import pluggy+stevedore {ms(deps):8.1f} ms"
+    print(f"import ezpz, no torch                         {ms(ez):8.1f} ms  vs import pluggy            {ms(deps):8.1f} ms"
           f"  ratio {ratio(ez, deps):6.3f}  target <= 1.5   (loaded at import: {', '.join(ez[0]['heavy']) or 'none of structlog/attrs/torch'})")
 
     try:
@@ -109,6 +109,10 @@ def main() -> None:
         st, acc = paired(EZPZ_SETUP, ACCELERATE)
         print(f"import ezpz; setup() (torch imported)         {ms(st):8.1f} ms  vs accelerate PartialState() {ms(acc):8.1f} ms"
               f"  ratio {ratio(st, acc):6.3f}  target <= 0.75  (both on {st[0]['device']}/{acc[0]['device']})")
+        floor = [py_json(SETUP_ALONE) for _ in range(ROUNDS)]
+        f = ms(floor, "attrs") + ms(floor, "records")
+        print(f"  measured floor with attrs records: import attrs + building the record classes {f:.1f} ms"
+              f" = {f / ms(acc):.3f} of accelerate's PartialState() before ezpz discovers, probes or decides anything")
 
     alone, floor = paired(SETUP_PLAIN, ATTRS_ALONE)
     split = [py_json(SETUP_ALONE) for _ in range(ROUNDS)]
