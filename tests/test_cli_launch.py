@@ -116,13 +116,13 @@ def test_impossible_launches_are_usage_errors(tmp_path, args, env, words):
 
 
 def test_a_site_driver_is_chosen_for_its_scheduler_and_named_in_errors(tmp_path):
-    env = with_pythonpath(clean_env(FLUX_JOB_ID="f00"), site_driver(tmp_path / "site"))
+    env = with_pythonpath(clean_env(COBALT_JOBID="f00"), site_driver(tmp_path / "site"))
     proc = ezpz("launch", "--dry-run", "--ppn", "2", "--", "python", "train.py", env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["flux", "run", "-N", "2", "-n", "4", "python", "train.py"]
-    assert "Flux job f00" in proc.stderr
+    assert proc.stdout.split() == ["aprun", "-n", "4", "-N", "2", "python", "train.py"]
+    assert "Cobalt job f00" in proc.stderr
     proc = ezpz("launch", "--dry-run", "--launcher", "nope", "--", "true", env=env)
-    assert "flux, mpiexec, srun, torchrun" in proc.stderr
+    assert "aprun, flux, jsrun, mpiexec, srun, torchrun" in proc.stderr
 
 
 # -- real runs ----------------------------------------------------------------------------------------------

@@ -50,6 +50,6 @@ def test_failed_blocked_and_not_allowed_plugins(tmp_path):
 def test_a_site_launch_driver_is_listed(tmp_path):
     env = with_pythonpath(clean_env(), site_driver(tmp_path / "site"))
     doc = json.loads(ezpz("plugins", "--json", env=env).stdout)
-    (flux,) = [d for d in doc["launchers"] if d["name"] == "flux"]
-    assert flux == {"name": "flux", "target": "ezpz_site_flux:Flux", "distribution": "ezpz-site-flux",
+    (site,) = [d for d in doc["launchers"] if d["name"] == "aprun"]
+    assert site == {"name": "aprun", "target": "ezpz_site_aprun:Aprun", "distribution": "ezpz-site-aprun",
                     "version": "1.2.3"}

@@ -51,23 +51,23 @@ def broken_plugin(root: Path, message: str = "vendor SDK missing") -> Path:
 SITE_DRIVER = """
     from ezpz.launch_drivers.base import Allocation, Command, Match
 
-    class Flux:
+    class Aprun:
         def match(self, environ):
-            job = environ.get("FLUX_JOB_ID")
-            return Match(True, f"Flux job {job}") if job else Match(False, "FLUX_JOB_ID not set")
+            job = environ.get("COBALT_JOBID")
+            return Match(True, f"Cobalt job {job}") if job else Match(False, "COBALT_JOBID not set")
 
         def allocation(self, environ):
-            return Allocation(hosts=("f1", "f2"), source="flux resource list")
+            return Allocation(hosts=("nid01", "nid02"), source="COBALT_PARTNAME")
 
         def build(self, argv, layout, environ):
-            return Command(argv=("flux", "run", "-N", str(layout.nodes), "-n", str(layout.n), *argv))
+            return Command(argv=("aprun", "-n", str(layout.n), "-N", str(layout.ppn), *argv))
 """
 
 
 def site_driver(root: Path) -> Path:
-    """A site's own launcher ``flux`` (distribution ezpz-site-flux), registered in group ezpz.launchers."""
-    return fake_dist(root, "ezpz-site-flux", "ezpz_site_flux", SITE_DRIVER,
-                     "[ezpz.launchers]\nflux = ezpz_site_flux:Flux\n")
+    """A site's own launcher ``aprun`` (distribution ezpz-site-aprun), registered in group ezpz.launchers."""
+    return fake_dist(root, "ezpz-site-aprun", "ezpz_site_aprun", SITE_DRIVER,
+                     "[ezpz.launchers]\naprun = ezpz_site_aprun:Aprun\n")
 
 
 def fake_mpiexec(bindir: Path, banner: str) -> Path:

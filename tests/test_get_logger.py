@@ -101,3 +101,23 @@ def test_default_name_is_the_originals_and_leaves_ezpz_events_alone():
     proc = run_python(code, clean_env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("[ezpz.log:1] mine 1") and "setup_done" not in proc.stdout + proc.stderr
+
+
+def test_one_rank_filter_for_ezpz_events_and_get_logger(monkeypatch: pytest.MonkeyPatch):
+    """After setup(), ezpz.get_logger asks the same (rank, all ranks?) as ezpz's own events: ezpz._log's."""
+    import logging
+
+    from ezpz import _log
+    from ezpz.original import log as original_log
+
+    monkeypatch.setenv("EZPZ_LOG_ALL_RANKS", "0")  # what setup() recorded wins over the environment
+    info = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
+    warning = logging.LogRecord("x", logging.WARNING, __file__, 1, "m", None, None)
+    rank_filter = original_log._RankZeroFilter()
+    try:
+        for rank, all_ranks in ((0, False), (1, False), (1, True), (3, True)):
+            _log.set_rank(rank, all_ranks=all_ranks)
+            assert rank_filter.filter(info) is _log.keeps(logging.INFO, rank, all_ranks) is (rank == 0 or all_ranks)
+            assert rank_filter.filter(warning) and _log.keeps(logging.WARNING, rank, all_ranks)
+    finally:
+        _log.set_rank(None, all_ranks=False)

@@ -79,7 +79,8 @@ def rejected(env) -> dict[str, str]:
 # --- detectors ---------------------------------------------------------------------------------------------------
 
 def test_detection_order_is_data():
-    assert [name for name, _ in DETECTORS] == ["torchrun", "openmpi", "pals", "hydra", "pmix", "slurm", "env"]
+    assert [name for name, _ in DETECTORS] == [
+        "torchrun", "openmpi", "flux", "jsrun", "pals", "hydra", "pmix", "slurm", "node", "env"]
 
 
 def test_torchrun_recorded():
@@ -223,7 +224,7 @@ def test_slurm_batch_script_is_one_process_and_says_why():
 def test_single_process():
     env = detect_launch_env({"HOME": "/root"})
     assert env.launcher == "single" and not env.distributed and env.master_port is None
-    assert set(rejected(env)) == {"torchrun", "env", "openmpi", "pals", "hydra", "pmix", "slurm"}
+    assert set(rejected(env)) == {name for name, _ in DETECTORS}
     assert rejected(env)["openmpi"] == "OMPI_COMM_WORLD_SIZE not set"
     assert env.sources["rank"] == "default: single process"
 

@@ -26,7 +26,8 @@ from ezpz.markers import hookimpl  # noqa: E402  ``@ezpz.hookimpl`` marks a plug
 MOVED_MODULES: dict[str, str] = {
     # the original ezpz's public modules
     **{f"ezpz.{m}": f"ezpz.original.{m}" for m in (
-        "compat", "distributed", "hostfile", "log", "memory", "meshes", "migration", "timing", "versions")},
+        "compat", "distributed", "hostfile", "log", "memory", "meshes", "migration", "pbs", "slurm", "timing",
+        "versions")},
     # launch-environment detection and launch drivers
     "ezpz.launch": "ezpz.launch_env",
     "ezpz.launchers": "ezpz.launch_drivers",
@@ -95,9 +96,9 @@ __all__ = ["MOVED_MODULES", "__version__", "get_logger", "hookimpl", "hooks"]
 
 #: Where the original ezpz's top-level names live here, in lookup order (imported on first use).
 _FORWARDS = ("ezpz.original.compat", "ezpz.original.distributed", "ezpz.original.memory", "ezpz.original.log",
-             "ezpz.original.versions")
+             "ezpz.original.versions", "ezpz.original.scheduler")
 #: Submodules that ``ezpz.<name>`` imports on first access, as the original's lazy modules did.
-_SUBMODULES = frozenset({"compat", "distributed", "examples", "launch", "log", "memory"})
+_SUBMODULES = frozenset({"compat", "distributed", "examples", "launch", "log", "memory", "pbs", "slurm"})
 
 
 def __getattr__(name: str) -> Any:

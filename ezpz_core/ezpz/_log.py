@@ -21,13 +21,27 @@ import sys
 from typing import Any
 
 _state: dict[str, Any] = {"rank": None, "all_ranks": False}
-_QUIET_LEVELS = {"debug", "info"}
 
 
 def set_rank(rank: int | None, *, all_ranks: bool) -> None:
     """Called by ``setup()``/``teardown()``; not part of the public API."""
     _state["rank"] = rank
     _state["all_ranks"] = all_ranks
+
+
+def log_rank() -> tuple[int | None, bool]:
+    """The one answer to "which rank am I, and do all ranks log?": ``(rank, all_ranks)`` as ``setup()`` set them.
+
+    ``rank`` is None before ``setup()`` and after ``teardown()``. Both ezpz's own events and the original
+    ezpz's ``ezpz.get_logger`` read this.
+    """
+    return _state["rank"], _state["all_ranks"]
+
+
+def keeps(level: int, rank: int | None, all_ranks: bool) -> bool:
+    """The one rank filter: warnings and errors pass everywhere; below WARNING, only rank 0 (or an unknown
+    rank) logs, unless all ranks do (``EZPZ_LOG_ALL_RANKS=1``)."""
+    return level >= logging.WARNING or rank is None or rank == 0 or all_ranks
 
 
 def _scrub(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -82,10 +96,10 @@ class _Logger:
             return
         exc_info = kw.pop("exc_info", method == "exception")
         values: dict[str, Any] = {"event": event, **self._context, **kw}
-        rank = _state["rank"]
+        rank, all_ranks = log_rank()
+        if not keeps(level, rank, all_ranks):
+            return
         if rank is not None:
-            if rank != 0 and method in _QUIET_LEVELS and not _state["all_ranks"]:
-                return
             values.setdefault("rank", rank)
         line = _render(self._std, method, _scrub(None, method, values))
         self._std.log(level, line, exc_info=exc_info, stacklevel=3)

@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ezpz.errors import ConfigError, UnavailableError
+from ezpz.plugin_kit.lifecycle import with_ds_accelerator  # kept here for existing callers; the kit owns it
 
 if TYPE_CHECKING:
-    from ezpz.decisions import LifecycleAction, SetupPlan
+    from ezpz.decisions import SetupPlan
 
 __all__ = ["PRECISION_SECTIONS", "deepspeed_config", "precision_sections", "with_ds_accelerator"]
 
@@ -100,19 +101,3 @@ def deepspeed_config(plan: SetupPlan, base: Mapping[str, Any] | None = None) -> 
 
     return precision_sections(base if base is not None else {}, dtype=amp.dtype, grad_scaler=amp.grad_scaler,
                               device=label, supports=supports)
-
-
-def with_ds_accelerator(action: LifecycleAction | None, name: str, what: str) -> LifecycleAction:
-    """``action`` (or a new one) that also sets ``DS_ACCELERATOR=name``, said in its reason.
-
-    Device plugins call this from ``ezpz_before_init`` so DeepSpeed uses the
-    accelerator ezpz chose instead of guessing; ``setup()`` keeps a
-    ``DS_ACCELERATOR`` the user set and says so in the lifecycle decision.
-    """
-    from ezpz.decisions import LifecycleAction
-
-    said = f"DS_ACCELERATOR={name}: DeepSpeed uses its {what} accelerator"
-    if action is None:
-        return LifecycleAction(reason=said, env_defaults={"DS_ACCELERATOR": name})
-    return LifecycleAction(reason=f"{action.reason}; {said}", plugin=action.plugin,
-                           env_defaults={**action.env_defaults, "DS_ACCELERATOR": name})

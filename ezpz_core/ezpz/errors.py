@@ -6,9 +6,27 @@ how to fix it, so the message alone is enough to act on.
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    """Unpickle an ezpz error without calling its keyword-only ``__init__`` again."""
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
 
 class EzpzError(Exception):
-    """Base class of every error ezpz raises on purpose."""
+    """Base class of every error ezpz raises on purpose.
+
+    Errors survive pickling (``multiprocessing``, ``concurrent.futures``, Ray,
+    ``torch.multiprocessing.spawn``) with their message and fields: the default
+    reduce would call ``cls(*args)``, which keyword-only constructors refuse.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
 
 
 class ConfigError(EzpzError, ValueError):
@@ -32,6 +50,10 @@ class LaunchEnvError(ConfigError):
 
 class UnavailableError(ConfigError):
     """A requested device, backend or precision cannot be provided here."""
+
+
+class ProcessGroupMismatchError(ConfigError):
+    """A process group existed before ``setup()`` and disagrees with the launcher (rank, world size, backend)."""
 
 
 class RendezvousTimeoutError(EzpzError, TimeoutError):

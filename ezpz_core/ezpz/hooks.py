@@ -105,7 +105,8 @@ def setup(
     Keyword arguments override ``EZPZ_DEVICE``, ``EZPZ_BACKEND``,
     ``EZPZ_PRECISION``, ``EZPZ_TIMEOUT`` and ``EZPZ_COMPILE``. Calling ``setup()`` again returns
     the same runtime; calling it with different overrides raises.
-    ``torch.distributed.init_process_group`` runs only when world size > 1.
+    ``torch.distributed.init_process_group`` runs only when world size > 1; a group that already exists
+    (Ray Train, Lightning, accelerate, DeepSpeed) is adopted after checking it, never initialised again.
     """
     global _runtime, _runtime_settings
     import attrs
@@ -168,9 +169,15 @@ def setup(
         set_device = getattr(module, "set_device", None)
         if set_device is not None:
             set_device(dev.index)
-    if the_plan.launch.distributed:
-        from ezpz.startup.process_group import init_process_group
+    from ezpz.startup.process_group import init_process_group, probe_existing_group
 
+    existing, adopted = probe_existing_group(), None
+    if existing is not None:  # Ray, Lightning, accelerate, DeepSpeed or the user made it: check it, never re-init
+        from ezpz.adoption import adopt_group
+
+        adopted = adopt_group(existing, the_plan)
+        log.info("process_group_adopted", group=adopted.chosen)
+    elif the_plan.launch.distributed:
         init_process_group(the_plan)
     if the_plan.amp.tf32:
         _enable_tf32(torch)
@@ -184,14 +191,12 @@ def setup(
             decisions=(*explanation.decisions, *(Decision(topic="lifecycle", chosen=p, reason=a.reason,
                                                           details=env_changes.get(p, {})) for p, a in actions)),
         )
+    if adopted is not None:
+        explanation = attrs.evolve(explanation, decisions=(*explanation.decisions, adopted))
     launch = the_plan.launch
-    runtime = Runtime(
-        device=torch.device(dev.torch_device), device_type=dev.candidate.device_type, vendor=dev.candidate.vendor,
-        backend=the_plan.backend.name, rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
-        local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
-        amp=the_plan.amp, profiling=the_plan.profiling, plan=the_plan, explanation=explanation,
-        process_group=launch.distributed,
-    )
+    runtime = Runtime.from_plan(the_plan, explanation, process_group=launch.distributed or existing is not None,
+                                owns_process_group=existing is None,
+                                backend=existing.backend if existing is not None else None)
     _runtime, _runtime_settings = runtime, settings
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size)
@@ -238,9 +243,9 @@ def _check_autocast(plan: SetupPlan) -> None:
 
 
 def teardown() -> None:
-    """Destroy the process group (if any) and forget the runtime, so setup() can run again."""
+    """Destroy the process group ezpz created (an adopted one is left to its owner); forget the runtime."""
     global _runtime, _runtime_settings
-    if _runtime is not None and _runtime.process_group:
+    if _runtime is not None and _runtime.process_group and _runtime.owns_process_group:
         import torch.distributed as dist
 
         if dist.is_initialized():

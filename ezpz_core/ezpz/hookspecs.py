@@ -10,10 +10,16 @@ reject a user's request; that propagates to the user instead of quarantining.
 Hooks marked *first result* stop at the first plugin that returns non-None;
 plugins whose device is not the one in question return None. Built-in
 plugins are ``trylast`` so that any installed plugin can answer first.
+
+The specs below are in the order ``setup()`` calls them (docs/architecture.md,
+"What setup() does"). :data:`RETURNS` states what each returns, once: the typed
+calls (:mod:`ezpz.plugin_host.calls`) and the conformance check
+(:mod:`ezpz.testing`) read it.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -25,6 +31,49 @@ if TYPE_CHECKING:
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.runtime import Runtime
 
+#: Every hook, in the order ``setup()`` calls it -> the record it returns besides None, as
+#: ``"module:Name"`` so that reading this module imports no record (None: the return value is ignored).
+RETURNS: Mapping[str, str | None] = {
+    "ezpz_detect_launch_env": "ezpz.facts:LaunchEnv",
+    "ezpz_probe_devices": "ezpz.facts:ProbeReport",
+    "ezpz_select_backend": "ezpz.decisions:BackendChoice",
+    "ezpz_amp_policy": "ezpz.decisions:AmpPolicy",
+    "ezpz_profiling": "ezpz.decisions:ProfilingSupport",
+    "ezpz_compile_policy": "ezpz.compiling:CompilePolicy",
+    "ezpz_before_init": "ezpz.decisions:LifecycleAction",
+    "ezpz_after_setup": None,
+}
+
+
+def return_type(hook: str) -> type | None:
+    """The record class ``hook`` returns besides None (imported now), or None when its return value is ignored."""
+    if hook not in _RETURN_TYPES:
+        path = RETURNS[hook]
+        module, _, name = (path or "").partition(":")
+        _RETURN_TYPES[hook] = getattr(importlib.import_module(module), name) if path else None
+    return _RETURN_TYPES[hook]
+
+
+_RETURN_TYPES: dict[str, type | None] = {}
+
+
+@hookspec(firstresult=True)
+def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv | None:
+    """Describe this process's place in the job from the launcher's variables.
+
+    First result. Raise :class:`ezpz.errors.LaunchEnvError` naming the
+    variable when the launcher's values are inconsistent. The built-in plugin
+    knows torchrun, Open MPI, MPICH/Hydra, Cray PALS, PMIx, Slurm and single
+    process; a site plugin can answer first for its own launcher.
+
+    :param environ: A read-only snapshot of the process environment; writing raises
+        :class:`ezpz.startup.environ.EnvironWriteError` and quarantines the plugin.
+    :return: A :class:`~ezpz.facts.LaunchEnv`, or None. Leave ``master_addr``/
+        ``master_port`` as None to have the core derive them
+        (:func:`ezpz.launch_env.resolve_rendezvous`).
+
+    .. versionadded:: 0.1
+    """
 
 
 @hookspec
@@ -91,25 +140,6 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
     :param device: The chosen device candidate.
     :param build: The installed torch's build facts.
     :return: A :class:`~ezpz.decisions.ProfilingSupport`, or None.
-
-    .. versionadded:: 0.1
-    """
-
-
-@hookspec(firstresult=True)
-def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv | None:
-    """Describe this process's place in the job from the launcher's variables.
-
-    First result. Raise :class:`ezpz.errors.LaunchEnvError` naming the
-    variable when the launcher's values are inconsistent. The built-in plugin
-    knows torchrun, Open MPI, MPICH/Hydra, Cray PALS, PMIx, Slurm and single
-    process; a site plugin can answer first for its own launcher.
-
-    :param environ: A read-only snapshot of the process environment; writing raises
-        :class:`ezpz.startup.environ.EnvironWriteError` and quarantines the plugin.
-    :return: A :class:`~ezpz.facts.LaunchEnv`, or None. Leave ``master_addr``/
-        ``master_port`` as None to have the core derive them
-        (:func:`ezpz.launch_env.resolve_rendezvous`).
 
     .. versionadded:: 0.1
     """

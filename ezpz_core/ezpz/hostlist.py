@@ -9,7 +9,7 @@ from itertools import product
 from ezpz.errors import ConfigError, LaunchEnvError
 from ezpz.inputs import InputFileError, check_host, read_lines
 
-__all__ = ["MAX_HOSTS", "expand_nodelist", "hosts_from_file", "parse_tasks_per_node", "read_hostfile"]
+__all__ = ["MAX_HOSTS", "expand_nodelist", "hosts_from_file", "parse_tasks_per_node", "rankfile_hosts", "read_hostfile"]
 
 MAX_HOSTS = 1_000_000
 """Refuse node lists that expand to more hosts than this (a typo like ``n[0-999999999]``)."""
@@ -127,6 +127,15 @@ def read_hostfile(path: str | os.PathLike[str]) -> list[str]:
         if len(hosts) > MAX_HOSTS:
             raise InputFileError(f"{os.fspath(path)} names more than {MAX_HOSTS} hosts")
     return list(hosts)
+
+
+def rankfile_hosts(path: str | os.PathLike[str]) -> list[str]:
+    """The compute hosts of an LSF rank file (``LSB_DJOB_RANKFILE``), in order, each once.
+
+    LSF writes one line per slot and puts the job's launch node first; that node
+    runs no ranks under ``jsrun``, so it is dropped (as Lightning's LSFEnvironment does).
+    """
+    return read_hostfile(path)[1:]
 
 
 def hosts_from_file(path: str | os.PathLike[str], name: str, *, required: bool = True) -> tuple[str, ...]:

@@ -68,11 +68,39 @@ class Runtime:
     plan: SetupPlan = field(repr=False)
     explanation: Explanation = field(repr=False)
     process_group: bool = False
+    owns_process_group: bool = True  # False when setup() adopted a group another framework made (explain())
     _autocast_kwargs: dict[str, Any] | None = field(init=False, repr=False, eq=False)
 
     @_autocast_kwargs.default
     def _make_autocast_kwargs(self) -> dict[str, Any] | None:
         return {"device_type": self.device_type, "dtype": self.amp.torch_dtype} if self.amp.autocast else None
+
+    @classmethod
+    def from_plan(
+        cls, plan: SetupPlan, explanation: Explanation, *, process_group: bool = False, device: Any = None,
+        owns_process_group: bool = True, backend: str | None = None,
+    ) -> Runtime:
+        """The runtime for ``plan``, every field read from it: the one place a ``Runtime`` is built.
+
+        :param explanation: The decision trace ``explain()`` returns.
+        :param process_group: Whether ``setup()`` created the process group.
+        :param device: The ``torch.device`` to hand out; default ``torch.device(plan.device.torch_device)``.
+        :param owns_process_group: False when ``setup()`` adopted a group another framework made.
+        :param backend: The adopted group's backend; default the plan's.
+        """
+        if device is None:
+            import torch
+
+            device = torch.device(plan.device.torch_device)
+        launch, candidate = plan.launch, plan.device.candidate
+        return cls(
+            device=device, device_type=candidate.device_type, vendor=candidate.vendor,
+            backend=backend if backend is not None else plan.backend.name,
+            rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
+            local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
+            amp=plan.amp, profiling=plan.profiling, plan=plan, explanation=explanation, process_group=process_group,
+            owns_process_group=owns_process_group,
+        )
 
     @property
     def is_main(self) -> bool:

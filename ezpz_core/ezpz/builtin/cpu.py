@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,10 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX512-BF16 / AMX-BF16; 
 FP16_FLAGS = ("avx512_fp16", "amx_fp16")
 
 
+#: This plugin's facts record, by path: :func:`ezpz.plugin_kit.facts_if_ours` never imports it to ask.
+FACTS = "ezpz.builtin.cpu_facts:CpuFacts"
+
+
 def __getattr__(name: str) -> Any:
     """``CpuFacts`` lives in :mod:`ezpz.builtin.cpu_facts`, imported on first use (it is an attrs record)."""
     if name == "CpuFacts":
@@ -26,12 +29,6 @@ def __getattr__(name: str) -> Any:
 
         return CpuFacts
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _ours(facts: object) -> bool:
-    """Whether ``facts`` are this plugin's, without importing the record module to ask."""
-    module = sys.modules.get("ezpz.builtin.cpu_facts")
-    return module is not None and isinstance(facts, module.CpuFacts)
 
 
 def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo", machine: str | None = None) -> CpuFacts:
@@ -97,33 +94,37 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 
 @hookimpl(trylast=True)
 def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None) -> BackendChoice | None:
-    if not _ours(device.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
         return None
-    from ezpz.decisions import BackendOption
+    from ezpz.plugin_kit import backend_in_build
     from ezpz.policies import choose_backend
 
-    have = set(build.distributed_backends)
     options = [
-        BackendOption(name="gloo", available="gloo" in have,
-                      reason="gloo is torch's CPU collective backend" if "gloo" in have else "torch built without gloo"),
-        BackendOption(name="mpi", available="mpi" in have,
-                      reason="torch built with MPI" if "mpi" in have else "torch built without MPI support"),
+        backend_in_build(build, "gloo", reason="gloo is torch's CPU collective backend", missing="torch built without gloo"),
+        backend_in_build(build, "mpi", reason="torch built with MPI", missing="torch built without MPI support"),
     ]
     return choose_backend(options, requested=requested, device="cpu")
 
 
 @hookimpl(trylast=True)
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
-    if not _ours(device.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)
+    if facts is None:
         return None
     from ezpz.policies import choose_precision
 
-    return choose_precision(cpu_precision_options(device.facts), requested=requested, device=f"cpu ({device.facts.model})")
+    return choose_precision(cpu_precision_options(facts), requested=requested, device=f"cpu ({facts.model})")
 
 
 @hookimpl(trylast=True)
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
-    if not _ours(device.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
         return None
     from ezpz.decisions import ProfilingSupport
 
@@ -133,7 +134,9 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl(trylast=True)
 def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
     """Inductor when the C++ compiler Inductor would use runs (probed once per process), else aot_eager."""
-    if not _ours(device.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
         return None
     from ezpz.builtin.cxx import cpu_compile_options, probe_cxx
     from ezpz.compiling import choose_compile
@@ -148,8 +151,10 @@ DS_ACCELERATOR = "cpu"
 @hookimpl(trylast=True)
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Tell DeepSpeed to use its CPU accelerator instead of guessing (``DS_ACCELERATOR=cpu``)."""
-    if not _ours(plan.device.candidate.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(plan.device.candidate, FACTS) is None:
         return None
-    from ezpz.deepspeed_config import with_ds_accelerator
+    from ezpz.plugin_kit import with_ds_accelerator
 
     return with_ds_accelerator(None, DS_ACCELERATOR, "CPU")

@@ -1,4 +1,4 @@
-"""Built-in launch-environment detection: torchrun, Open MPI, MPICH/Hydra, PALS, PMIx, Slurm, single process."""
+"""Built-in launch-environment detection: torchrun, Open MPI, Flux, jsrun, PALS, Hydra, PMIx, Slurm, Kubeflow/PAI/SkyPilot, single."""
 
 from __future__ import annotations
 

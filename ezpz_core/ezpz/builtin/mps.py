@@ -15,7 +15,6 @@ Recorded facts (public sources):
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,10 @@ if TYPE_CHECKING:  # imported in the hook bodies to keep `import ezpz` cheap
     from ezpz.builtin.mps_facts import MpsFacts
 
 
+#: This plugin's facts record, by path: :func:`ezpz.plugin_kit.facts_if_ours` never imports it to ask.
+FACTS = "ezpz.builtin.mps_facts:MpsFacts"
+
+
 def __getattr__(name: str) -> Any:
     """``MpsFacts`` lives in :mod:`ezpz.builtin.mps_facts`, imported on first use (it is an attrs record)."""
     if name == "MpsFacts":
@@ -36,12 +39,6 @@ def __getattr__(name: str) -> Any:
 
         return MpsFacts
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _ours(facts: object) -> bool:
-    """Whether ``facts`` are this plugin's, without importing the record module to ask."""
-    module = sys.modules.get("ezpz.builtin.mps_facts")
-    return module is not None and isinstance(facts, module.MpsFacts)
 
 
 def probe_mps() -> MpsFacts:
@@ -96,29 +93,35 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 
 @hookimpl(trylast=True)
 def ezpz_select_backend(device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None) -> BackendChoice | None:
-    if not _ours(device.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
         return None
-    from ezpz.decisions import BackendOption
+    from ezpz.plugin_kit import backend_in_build
     from ezpz.policies import choose_backend
 
-    gloo = "gloo" in build.distributed_backends
-    options = [BackendOption(name="gloo", available=gloo,
-                             reason="MPS has no collective library; gloo over host memory" if gloo else "torch built without gloo")]
+    options = [backend_in_build(build, "gloo", reason="MPS has no collective library; gloo over host memory",
+                                missing="torch built without gloo")]
     return choose_backend(options, requested=requested, device="mps")
 
 
 @hookimpl(trylast=True)
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
-    if not _ours(device.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)
+    if facts is None:
         return None
     from ezpz.policies import choose_precision
 
-    return choose_precision(mps_precision_options(build, device.facts), requested=requested, device="mps")
+    return choose_precision(mps_precision_options(build, facts), requested=requested, device="mps")
 
 
 @hookimpl(trylast=True)
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
-    if not _ours(device.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
         return None
     from ezpz.decisions import ProfilingSupport
 
@@ -154,7 +157,9 @@ def mps_compile_options(build: TorchBuild) -> list[CompileOption]:
 
 @hookimpl(trylast=True)
 def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
-    if not _ours(device.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
         return None
     from ezpz.compiling import choose_compile
 
@@ -164,8 +169,10 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
 @hookimpl(trylast=True)
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Tell DeepSpeed to use its MPS accelerator instead of guessing (``DS_ACCELERATOR=mps``)."""
-    if not _ours(plan.device.candidate.facts):
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(plan.device.candidate, FACTS) is None:
         return None
-    from ezpz.deepspeed_config import with_ds_accelerator
+    from ezpz.plugin_kit import with_ds_accelerator
 
     return with_ds_accelerator(None, DS_ACCELERATOR, "MPS")

@@ -16,9 +16,10 @@ __all__ = ["REDACTED", "err", "is_secret", "jsonable", "relevant_env", "scrub", 
 _PREFIXES = (
     "EZPZ_", "TORCH_", "PYTORCH_", "TORCHELASTIC_", "MASTER_", "OMPI_", "PMI_", "PMIX_", "PALS_", "MPICH_", "I_MPI_",
     "MPI_LOCAL", "SLURM_", "PBS_", "COBALT_", "LSB_", "FLUX_", "ZE_", "NCCL_", "RCCL_", "CCL_", "HIP_", "ROCR_",
-    "HSA_", "CUDA_", "FI_", "OMP_",
+    "HSA_", "CUDA_", "FI_", "OMP_", "JSM_", "PET_", "SKYPILOT_",
 )
-_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "HOSTFILE")
+_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "HOSTFILE",
+          "NPROC_PER_NODE", "KUBERNETES_SERVICE_HOST")
 
 
 def err(*parts: object) -> None:

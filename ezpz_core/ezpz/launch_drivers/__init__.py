@@ -1,4 +1,4 @@
-"""Launch drivers: build the right ``torchrun``/``mpiexec``/``srun`` command for where we are.
+"""Launch drivers: build the right ``torchrun``/``mpiexec``/``srun``/``flux run``/``jsrun`` command for where we are.
 
 Drivers are classes registered in entry-point group ``ezpz.launchers`` (see
 :mod:`ezpz.launch_drivers.base` for the interface), loaded one at a time by name with

@@ -1,4 +1,7 @@
-"""Built-in launch drivers: ``torchrun`` (one node), ``mpiexec`` (PBS/PALS, Open MPI, MPICH), ``srun`` (Slurm)."""
+"""Built-in launch drivers: ``torchrun`` (one node, or a node of Kubeflow/PAI/SkyPilot), ``mpiexec``, ``srun``.
+
+``flux`` and ``jsrun`` are in :mod:`ezpz.launch_drivers.schedulers`.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +22,14 @@ _EXPORT = frozenset({"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CO
 
 
 class Torchrun:
-    """``torchrun --standalone``: every process on this machine, with no scheduler."""
+    """``torchrun --standalone`` on this machine; on each node of a Kubeflow, PAI or SkyPilot job, multi-node torchrun."""
 
     def match(self, environ: Mapping[str, str]) -> Match:
+        from ezpz.launch_drivers.node_torchrun import node_job_match
+
+        on_nodes = node_job_match(environ)
+        if on_nodes is not None:
+            return on_nodes
         found = scheduler(environ)
         if found:
             return Match(False, f"inside a {found[0]} job ({found[1]} is set): the scheduler's launcher places ranks")
@@ -34,6 +42,11 @@ class Torchrun:
         return Allocation()
 
     def build(self, argv: Sequence[str], layout: Layout, environ: Mapping[str, str]) -> Command:
+        from ezpz.launch_drivers.node_torchrun import node_job_command
+
+        on_nodes = node_job_command(argv, layout, environ)
+        if on_nodes is not None:
+            return on_nodes
         if layout.nodes > 1:
             raise ConfigError(
                 name="--launcher", value="torchrun", expected="a launch on this machine only (torchrun --standalone)",

@@ -23,7 +23,7 @@ from attrs import frozen
 
 from ezpz.errors import ConfigError
 
-__all__ = ["Grant", "granted", "pbs_grant", "slurm_grant", "use_grant"]
+__all__ = ["Grant", "granted", "node_job_grant", "pbs_grant", "slurm_grant", "use_grant"]
 
 
 @frozen(kw_only=True)
@@ -101,9 +101,25 @@ def pbs_grant(environ: Mapping[str, str]) -> Grant | None:
                  source=f"PBS allocation: {len(hosts)} line(s) for {len(counts)} host(s) in PBS_NODEFILE={path}")
 
 
+def node_job_grant(environ: Mapping[str, str]) -> Grant | None:
+    """Kubeflow, PAI or SkyPilot (:mod:`ezpz.node_jobs`): the nodes and processes per node they ask for."""
+    from ezpz.launch_drivers.node_torchrun import node_job
+
+    try:
+        job = node_job(environ)
+    except ConfigError:
+        return None  # the driver reports it
+    if job is None:
+        return None
+    ppn = job.nproc_per_node or 1
+    return Grant(n=job.nnodes * ppn, ppn=ppn, nodes=job.nnodes, explicit=job.nproc_per_node is not None,
+                 source=f"{job.reason}: {job.nnodes} node(s) ({job.sources['nnodes']}), "
+                        f"{job.nproc_per_node or 'one per accelerator'} per node ({job.sources['nproc_per_node']})")
+
+
 def granted(environ: Mapping[str, str]) -> Grant | None:
-    """The first scheduler's grant found (Slurm, then PBS), or None outside a batch job."""
-    return slurm_grant(environ) or pbs_grant(environ)
+    """The first scheduler's grant found (Slurm, PBS, then Kubeflow/PAI/SkyPilot), or None outside a batch job."""
+    return slurm_grant(environ) or pbs_grant(environ) or node_job_grant(environ)
 
 
 def use_grant(grant: Grant, devices: tuple[int, str], shared: bool) -> tuple[int, int, str]:

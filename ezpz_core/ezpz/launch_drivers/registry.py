@@ -14,14 +14,15 @@ GROUP = "ezpz.launchers"
 #: Built-in drivers in the order they are asked whether they apply. Drivers a
 #: site installs that are not named here are asked first (sorted by name), so a
 #: site launcher for its own scheduler wins without editing ezpz.
-DEFAULT_ORDER: tuple[str, ...] = ("srun", "torchrun", "mpiexec")
+DEFAULT_ORDER: tuple[str, ...] = ("flux", "jsrun", "srun", "torchrun", "mpiexec")
+#: (``flux`` first: a Flux instance started inside a Slurm job is the innermost scheduler.)
 
 
 def vetted() -> dict[str, Any]:
     """Driver entry points by name, minus those refused (:mod:`ezpz.plugin_host.entry_points`); nothing is imported.
 
     A driver is built-in when ezpz's own distribution declares it; another
-    distribution's ``mpiexec``, ``srun`` or ``torchrun`` (or a second claim on
+    distribution's ``flux``, ``jsrun``, ``mpiexec``, ``srun`` or ``torchrun`` (or a second claim on
     a taken name) is refused, so ``--launcher NAME`` always means one driver.
     """
     return {f.name: f for f in scan_drivers() if f.refused is None}

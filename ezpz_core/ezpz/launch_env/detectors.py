@@ -1,18 +1,25 @@
 """The detection order, the single-process fallback, and running the detectors in order.
 
-Order (first match wins):
+Order (first match wins; the innermost launcher first, since an outer one's variables
+are inherited by everything started inside it):
 
 1. ``torchrun``: torchrun's own variables, complete and unambiguous (torchrun is the innermost
-   launcher when it runs under mpiexec or srun).
+   launcher when it runs under mpiexec or srun, or in a Kubeflow, PAI or SkyPilot node).
 2. ``openmpi``: Open MPI also exports PMIX_RANK, and under Slurm its daemons' SLURM_* leak in.
-3. ``pals``: PALS also exports PMI_RANK/PMI_SIZE, so it goes before Hydra.
-4. ``hydra``: MPICH/Intel MPI.
-5. ``pmix``: PMIX_RANK alone; srun --mpi=pmix also sets it, so before Slurm.
-6. ``slurm``: tasks of an srun job step (not a batch script).
-7. ``env``: RANK/WORLD_SIZE set by hand or by a wrapper script, when no launcher above matched.
-8. ``single``: none of the above; one process.
+3. ``flux``: ``flux run`` tasks; FLUX_* win over libpals' partial PALS_* and Flux's PMI_RANK/PMI_SIZE
+   (:mod:`ezpz.launch_env.flux`), unless those disagree (an mpiexec inside the Flux task).
+4. ``jsrun``: LSF's Job Step Manager; its tasks also carry PMIX_RANK, so before PMIx.
+5. ``pals``: PALS also exports PMI_RANK/PMI_SIZE, so it goes before Hydra.
+6. ``hydra``: MPICH/Intel MPI.
+7. ``pmix``: PMIX_RANK alone; srun --mpi=pmix also sets it, so before Slurm.
+8. ``slurm``: tasks of an srun job step (not a batch script).
+9. ``node``: one process per node under Kubeflow (PET_*, or PyTorchJob v1's RANK/WORLD_SIZE in a pod),
+   Alibaba PAI (WORLD_SIZE counts nodes) or SkyPilot (:mod:`ezpz.node_jobs`); before ``env``, whose
+   RANK/WORLD_SIZE these schedulers set with another meaning.
+10. ``env``: RANK/WORLD_SIZE set by hand or by a wrapper script, when no launcher above matched.
+11. ``single``: none of the above; one process.
 
-When a launcher of 2-6 matched and RANK/WORLD_SIZE (or LOCAL_RANK ...) are also set and
+When a launcher of 2-9 matched and RANK/WORLD_SIZE (or LOCAL_RANK ...) are also set and
 disagree, :func:`ezpz.launch_env.conflicts.reconcile` decides, loudly: the trace names every
 ignored variable and why, or every rank raises naming both sources.
 
@@ -31,7 +38,10 @@ from ezpz.errors import LaunchEnvError
 from ezpz.facts import Alternative, LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
 from ezpz.launch_env.conflicts import reconcile
+from ezpz.launch_env.flux import detect_flux
+from ezpz.launch_env.lsf import detect_jsrun
 from ezpz.launch_env.mpi import detect_hydra, detect_openmpi, detect_pals
+from ezpz.launch_env.node_job import detect_node_job
 from ezpz.launch_env.slurm import detect_slurm
 from ezpz.launch_env.torch_env import detect_env, detect_pmix, detect_torchrun
 
@@ -42,10 +52,13 @@ Detector = Callable[[Mapping[str, str]], "LaunchEnv | str"]
 DETECTORS: tuple[tuple[str, Detector], ...] = (
     ("torchrun", detect_torchrun),
     ("openmpi", detect_openmpi),
+    ("flux", detect_flux),
+    ("jsrun", detect_jsrun),
     ("pals", detect_pals),
     ("hydra", detect_hydra),
     ("pmix", detect_pmix),
     ("slurm", detect_slurm),
+    ("node", detect_node_job),
     ("env", detect_env),
 )
 """Launchers tried in order before the single-process fallback."""
@@ -58,7 +71,9 @@ _MULTI_RANK_SIGNS = (
     ("RANK", 1), ("WORLD_SIZE", 2), ("LOCAL_RANK", 1), ("GROUP_RANK", 1), ("OMPI_COMM_WORLD_RANK", 1),
     ("OMPI_COMM_WORLD_SIZE", 2), ("OMPI_COMM_WORLD_LOCAL_RANK", 1), ("PALS_RANKID", 1), ("PALS_LOCAL_RANKID", 1),
     ("PMI_RANK", 1), ("PMI_SIZE", 2), ("PMI_ID", 1), ("MPI_LOCALRANKID", 1), ("PMIX_RANK", 1),
-    ("SLURM_STEP_NUM_TASKS", 2),
+    ("SLURM_STEP_NUM_TASKS", 2), ("FLUX_TASK_RANK", 1), ("FLUX_JOB_SIZE", 2), ("JSM_NAMESPACE_RANK", 1),
+    ("JSM_NAMESPACE_SIZE", 2), ("JSM_NAMESPACE_LOCAL_RANK", 1), ("PET_NODE_RANK", 1), ("PET_NNODES", 2),
+    ("SKYPILOT_NODE_RANK", 1), ("SKYPILOT_NUM_NODES", 2),
 )
 
 

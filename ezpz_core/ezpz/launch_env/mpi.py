@@ -1,4 +1,4 @@
-"""Detectors for MPI launchers: Open MPI, Cray PALS, MPICH/Intel MPI Hydra.
+"""Detectors for MPI launchers: Open MPI, Cray PALS (with or without a world size), MPICH/Intel MPI Hydra.
 
 Sources for the variable names:
 
@@ -9,7 +9,9 @@ Sources for the variable names:
 - PALS: Slurm's mpi/cray_shasta plugin (which emulates PALS) and Flux's cray_pals plugin set
   PALS_RANKID, PALS_LOCAL_RANKID, PALS_NODEID, PALS_APID, PALS_SPOOL_DIR, PALS_APINFO and
   PMI_RANK, PMI_SIZE, PMI_LOCAL_RANK, PMI_LOCAL_SIZE, PMI_JOBID. PALS_LOCAL_SIZE is used on Aurora
-  (ALCF) scripts; accepted as a fallback. PALS exports no node count.
+  (ALCF) scripts; accepted as a fallback. PALS exports no node count. The world size is PMI_SIZE, else
+  PALS_SIZE, else (meta-pytorch/torchcomms PR #79) the hosts of PBS_NODEFILE x PALS_LOCAL_SIZE, else a
+  LaunchEnvError naming PALS_SIZE. Under Flux, libpals sets only part of this set: see ezpz.launch_env.flux.
 - Hydra (MPICH ``src/pm/hydra/proxy/pmip_cb.c``): PMI_RANK, PMI_SIZE, PMI_FD, MPI_LOCALRANKID,
   MPI_LOCALNRANKS; in PMI-port mode PMI_ID and PMI_PORT instead of PMI_RANK/PMI_SIZE.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import Found, build, get, need_int, place, read_int
 
@@ -64,14 +67,46 @@ def detect_pals(environ: Mapping[str, str]) -> LaunchEnv | str:
     marker = "PALS_RANKID"
     if get(environ, marker) is None:
         return f"{marker} not set"
-    if get(environ, "PMI_SIZE") is None:
-        return f"{marker} is set but PMI_SIZE not (PALS exports no world size of its own)"
     why = _missing(environ, marker, ("PALS_LOCAL_RANKID", "PMI_LOCAL_RANK"), ("PMI_LOCAL_SIZE", "PALS_LOCAL_SIZE"))
     if why:
         return why
-    return _mpi(environ, "pals", "Cray PALS (PALS_RANKID, PALS_NODEID, PMI_SIZE)", marker,
-                rank=marker, world="PMI_SIZE", local_rank=("PALS_LOCAL_RANKID", "PMI_LOCAL_RANK"),
+    world = next((n for n in ("PMI_SIZE", "PALS_SIZE") if get(environ, n) is not None), None)
+    if world is None:
+        return _pals_derived_size(environ, marker)
+    return _mpi(environ, "pals", f"Cray PALS (PALS_RANKID, PALS_NODEID, {world})", marker,
+                rank=marker, world=world, local_rank=("PALS_LOCAL_RANKID", "PMI_LOCAL_RANK"),
                 local_world=("PMI_LOCAL_SIZE", "PALS_LOCAL_SIZE"), node=read_int(environ, "PALS_NODEID"), nodes=None)
+
+
+def _pals_derived_size(environ: Mapping[str, str], marker: str) -> LaunchEnv:
+    """PALS without PMI_SIZE/PALS_SIZE: nodes in PBS_NODEFILE x ranks per node (meta-pytorch/torchcomms PR #79)."""
+    local = need_int(environ, "PALS_LOCAL_SIZE", "PMI_LOCAL_SIZE", minimum=1)
+    path = get(environ, "PBS_NODEFILE")
+    if path is None:
+        raise LaunchEnvError(
+            name="PALS_SIZE", value=None,
+            expected=f"set (or PMI_SIZE), or PBS_NODEFILE to derive it: {marker} is set but PALS exported no world "
+            "size, and without the node file the number of nodes is unknown",
+            fix="export PALS_SIZE=<ranks in all> (or WORLD_SIZE) to every rank, or run inside the PBS job",
+        )
+    from ezpz.hostlist import read_hostfile  # only under PALS without a size, to count the nodes
+
+    try:
+        nodes = len(dict.fromkeys(read_hostfile(path)))
+    except (OSError, ValueError) as err:
+        raise LaunchEnvError(name="PBS_NODEFILE", value=path, expected=f"PBS's readable node file ({err})",
+                             fix="export PALS_SIZE=<ranks in all>, or unset a PBS_NODEFILE left from another job"
+                             ) from err
+    lay: dict[str, int] = {}
+    src: dict[str, str] = {"launcher": marker}
+    lay["rank"], src["rank"] = need_int(environ, marker)
+    lay["local_rank"], src["local_rank"] = need_int(environ, "PALS_LOCAL_RANKID", "PMI_LOCAL_RANK")
+    lay["local_world_size"], src["local_world_size"] = local
+    lay["world_size"] = nodes * local[0]
+    src["world_size"] = (f"derived: {nodes} host(s) in PBS_NODEFILE x {local[1]} (PALS exported no PALS_SIZE/PMI_SIZE; "
+                         "assumes mpiexec ran on every node of the job)")
+    place(lay, src, read_int(environ, "PALS_NODEID"), (nodes, "derived: hosts in PBS_NODEFILE"))
+    return build("pals", lay, src, "Cray PALS (PALS_RANKID, PALS_NODEID; size from PBS_NODEFILE x PALS_LOCAL_SIZE)")
 
 
 def detect_hydra(environ: Mapping[str, str]) -> LaunchEnv | str:

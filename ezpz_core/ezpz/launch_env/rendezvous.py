@@ -9,7 +9,6 @@ host of the node list or hostfile (every launcher's default placement).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
 import attrs
@@ -17,16 +16,12 @@ import attrs
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
+from ezpz.ports import DEFAULT_PORT, PORT_RANGE, derive_port
 
 __all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous"]
 
-DEFAULT_PORT = 29500
-"""torch's customary port, used when the launcher exports no job identity."""
 
-PORT_RANGE = (20000, 32767)
-"""Derived ports land here: unprivileged, below Linux's default ephemeral range (32768-60999)."""
-
-_JOB_WIDE: tuple[tuple[str, ...], ...] = (("PBS_JOBID",), ("SLURM_JOB_ID",))
+_JOB_WIDE: tuple[tuple[str, ...], ...] = (("PBS_JOBID",), ("SLURM_JOB_ID",), ("LSB_JOBID",))
 
 #: Per launcher, variables naming this launch (same on every rank, new for each launch), best first.
 _IDENTITY: Mapping[str, tuple[tuple[str, ...], ...]] = {
@@ -35,6 +30,9 @@ _IDENTITY: Mapping[str, tuple[tuple[str, ...], ...]] = {
     "pals": (("PALS_APID",),),
     "pmix": (("PMIX_NAMESPACE",),),
     "slurm": (("SLURM_JOB_ID", "SLURM_STEP_ID"),),
+    "flux": (("FLUX_JOB_ID",),),  # every flux run/submit is a job of its own
+    "jsrun": (("PMIX_NAMESPACE",),),  # jsrun's PMIx server names each job step
+    "skypilot": (("SKYPILOT_TASK_ID",),),
 }
 
 _HOSTFILES = (("hostfile", "PBS_NODEFILE"), ("hostfile", "HOSTFILE"))
@@ -48,6 +46,9 @@ _HOSTS: Mapping[str, tuple[tuple[str, str], ...]] = {
     # orte_default_hostfile: an Open MPI 4 MCA parameter (ompi_info); the PRRTE (Open MPI 5) name is by analogy.
     "openmpi": (*_HOSTFILES, ("hostfile", "OMPI_MCA_orte_default_hostfile"),
                 ("hostfile", "PRTE_MCA_prte_default_hostfile"), *_SLURM_JOB),
+    # LSF's rank file: its first line is the launch node, not a compute host (ezpz.launch_env.lsf).
+    "jsrun": (("rankfile", "LSB_DJOB_RANKFILE"),),
+    "flux": (),  # Flux names no hosts to its tasks: rank 0 publishes its address over PMI, or MASTER_ADDR
 }
 _DEFAULT_HOSTS = (*_HOSTFILES, *_SLURM_JOB)
 
@@ -68,13 +69,6 @@ def job_identity(launcher: str, environ: Mapping[str, str]) -> tuple[str, str] |
         if all(v is not None for v in values):
             return ".".join(values), ".".join(names)  # type: ignore[arg-type]
     return None
-
-
-def derive_port(identity: str) -> int:
-    """A port in PORT_RANGE from a stable hash of ``identity`` (the same in every process)."""
-    lo, hi = PORT_RANGE
-    digest = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big")
-    return lo + digest % (hi - lo + 1)
 
 
 def _port(environ: Mapping[str, str], ident: tuple[str, str] | None) -> tuple[int, str]:
@@ -98,9 +92,12 @@ def _port(environ: Mapping[str, str], ident: tuple[str, str] | None) -> tuple[in
 
 def _hosts_from(kind: str, name: str, value: str) -> list[str]:
     try:
-        from ezpz.hostlist import expand_nodelist, read_hostfile  # only when a host list must be read
+        from ezpz.hostlist import expand_nodelist, rankfile_hosts, read_hostfile  # only when a host list is read
 
-        hosts = expand_nodelist(value) if kind == "nodelist" else read_hostfile(value)
+        if kind == "nodelist":
+            hosts = expand_nodelist(value)
+        else:
+            hosts = rankfile_hosts(value) if kind == "rankfile" else read_hostfile(value)
     except (OSError, ValueError) as err:
         what = "a Slurm node list such as nid[001-004]" if kind == "nodelist" else "a readable hostfile"
         raise LaunchEnvError(name=name, value=value, expected=f"{what} ({err})",
@@ -113,6 +110,8 @@ def _hosts_from(kind: str, name: str, value: str) -> list[str]:
 
 def _addr(env: LaunchEnv, environ: Mapping[str, str]) -> tuple[str, str, tuple[str, ...], str | None]:
     """``(address, source, hosts, hosts source)``."""
+    if env.master_addr is not None:  # the launch contract named it (PET_MASTER_ADDR, SKYPILOT_NODE_IPS)
+        return env.master_addr, env.sources.get("master_addr", "launch contract"), (), None
     given = get(environ, "MASTER_ADDR")
     if given is not None:
         if any(ch.isspace() for ch in given):
@@ -147,7 +146,10 @@ def resolve_rendezvous(env: LaunchEnv, environ: Mapping[str, str]) -> LaunchEnv:
         return _resolve_by_pmi(env, environ, sources, changes)
     if env.world_size > 1:
         addr, sources["master_addr"], hosts, hosts_from = _addr(env, environ)
-        port, sources["master_port"] = _port(environ, launch_identity(env.launcher, environ))
+        if env.master_port is not None:  # the launch contract named it (PET_MASTER_PORT, MASTER_PORT)
+            port = env.master_port
+        else:
+            port, sources["master_port"] = _port(environ, launch_identity(env.launcher, environ))
         changes.update(master_addr=addr, master_port=port, hosts=hosts)
         if hosts_from:
             sources["hosts"] = hosts_from
@@ -155,10 +157,11 @@ def resolve_rendezvous(env: LaunchEnv, environ: Mapping[str, str]) -> LaunchEnv:
 
 
 def _pmi_exchange(env: LaunchEnv, environ: Mapping[str, str]) -> bool:
-    """Hydra with a PMI connection and no MASTER_PORT: rank 0 publishes the port it binds (:mod:`ezpz.launch_env.store`)."""
+    """Hydra or Flux (whose shell serves the same PMI-1 protocol on PMI_FD, flux-core src/shell/pmi/pmi.c) with a
+    PMI connection and no MASTER_PORT: rank 0 publishes the port it binds (:mod:`ezpz.launch_env.store`)."""
     from ezpz.launch_env.pmi import available
 
-    return env.launcher == "hydra" and get(environ, "MASTER_PORT") is None and available(environ) is not None
+    return env.launcher in ("hydra", "flux") and get(environ, "MASTER_PORT") is None and available(environ) is not None
 
 
 def _resolve_by_pmi(env: LaunchEnv, environ: Mapping[str, str], sources: dict[str, str],

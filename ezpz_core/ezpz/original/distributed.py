@@ -5,7 +5,7 @@ Scripts that call ``ezpz.distributed.get_rank()``, ``get_dist_info()``,
 working. Every answer comes from the setup plan (``ezpz doctor`` explains
 it); nothing here detects devices or launchers on its own. Names of the
 original's module that belong to experiment tracking or one site's machines
-(``setup_wandb``, ``get_machine``, ...) raise an ``AttributeError`` that says
+(``setup_wandb``, ``tplot``, ...) raise an ``AttributeError`` that says
 so and points at the migration page. This project's own process-group code
 lives in :mod:`ezpz.startup.process_group`.
 """
@@ -49,6 +49,8 @@ from ezpz.original.hostfile import (
 from ezpz.original.meshes import flatten_device_mesh_safe, init_device_mesh_safe
 from ezpz.original.timing import timeitlogit
 
+from ezpz.original.scheduler import get_machine
+
 __all__ = [
     "FSDP_SHARDING_STRATEGIES",
     "TORCH_DTYPES_MAP",
@@ -90,6 +92,7 @@ __all__ = [
     "wrap_model_for_fsdp2",
     "write_hostfile_from_list_of_hosts",
     "write_localhost_to_hostfile",
+    "get_machine",
 ]
 
 _DTYPE_NAMES = ("bf16", "bfloat16", "fp16", "float16", "half", "fp32", "float32")
@@ -103,7 +106,7 @@ def __getattr__(name: str) -> Any:
         return value
     from ezpz.original.migration import missing_attribute
 
-    raise missing_attribute(__name__, name)
+    raise missing_attribute("ezpz.distributed", name)  # its public name, not where it lives
 
 
 # -- sizes and places ----------------------------------------------------------------------------------------
@@ -152,7 +155,7 @@ def get_dist_info(verbose: bool | None = None, hostfile: str | os.PathLike[str] 
     """The original's summary of where this process runs, with the same keys, from the setup plan.
 
     ``SCHEDULER`` names the launcher ezpz detected (``torchrun``,
-    ``openmpi``, ``slurm``, ``single``, ...); ``MACHINE`` is the host name;
+    ``openmpi``, ``slurm``, ``single``, ...); ``MACHINE`` is :func:`get_machine` (the host name when no machine matches);
     ``TORCHCOMMS`` is always False. Unlike the original, no ``./hostfile`` is
     written when none exists. ``verbose=True`` also logs it (rank 0).
     """
@@ -179,7 +182,7 @@ def get_dist_info(verbose: bool | None = None, hostfile: str | os.PathLike[str] 
         "HOSTFILE": found.resolve().as_posix() if found is not None else "",
         "HOSTNAME": get_hostname(),
         "LOCAL_RANK": get_local_rank(),
-        "MACHINE": get_hostname(),
+        "MACHINE": get_machine(),
         "NUM_NODES": num_nodes,
         "NGPUS": num_nodes * gpus,
         "NGPUS_AVAILABLE": get_world_size_total(),

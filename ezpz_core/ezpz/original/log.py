@@ -17,8 +17,10 @@ handlers all work as usual) with two additions, made on the first call of
   second copy of a line;
 * **rank filter**: with ``rank_zero_only=True`` (the default) records
   below WARNING are dropped on ranks other than 0, unless
-  ``EZPZ_LOG_ALL_RANKS`` is on. The rank is read when a record is
-  emitted (the runtime's after ``setup()``, the launcher's variables before).
+  ``EZPZ_LOG_ALL_RANKS`` is on. It is ezpz's one rank filter
+  (:func:`ezpz._log.keeps`), asked when a record is emitted: the rank and
+  the all-ranks switch ``setup()`` recorded (:func:`ezpz._log.log_rank`),
+  before ``setup()`` the launcher's rank and the environment's switch.
 
 ``import ezpz`` configures nothing; ezpz's own internal events still go
 through structlog to the ``ezpz.*`` loggers, which get no handler from here.
@@ -32,6 +34,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ezpz._log import keeps, log_rank
+
 __all__ = ["get_logger", "getLogger", "silence_noisy_loggers"]
 
 #: ``[time][L][name:line] message``; ``[rN]`` leads when every rank logs.
@@ -41,7 +45,7 @@ _DEFAULT_NOISY = ("urllib3", "filelock", "httpx", "huggingface_hub", "datasets")
 _rank_cache: dict[str, int] = {}
 
 
-def _all_ranks(strict: bool = False) -> bool:
+def _env_all_ranks(strict: bool = False) -> bool:
     """``EZPZ_LOG_ALL_RANKS``; a bad value raises only when ``strict`` (get_logger), never while logging."""
     from ezpz.errors import ConfigError
     from ezpz.settings import parse_bool
@@ -54,13 +58,8 @@ def _all_ranks(strict: bool = False) -> bool:
         return False
 
 
-def _current_rank() -> int:
-    """The runtime's rank after setup(); before it, the launcher's (read once); 0 if unreadable."""
-    from ezpz import hooks
-
-    rt = hooks.get_runtime()
-    if rt is not None:
-        return rt.rank
+def _launcher_rank() -> int:
+    """Before ``setup()``: the launcher's rank (read once); 0 if unreadable."""
     if "rank" not in _rank_cache:
         try:
             from ezpz.original.compat import get_rank
@@ -71,13 +70,21 @@ def _current_rank() -> int:
     return _rank_cache["rank"]
 
 
+def _rank_and_all_ranks() -> tuple[int, bool]:
+    """What ``setup()`` recorded for ezpz's own events; before it, the launcher's rank and the environment."""
+    rank, all_ranks = log_rank()
+    if rank is None:
+        return _launcher_rank(), _env_all_ranks()
+    return rank, all_ranks
+
+
 class _RankZeroFilter(logging.Filter):
-    """Drop records below WARNING on ranks other than 0 (unless EZPZ_LOG_ALL_RANKS is on)."""
+    """ezpz's rank filter (:func:`ezpz._log.keeps`) on a standard-library logger."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.WARNING:
+        if record.levelno >= logging.WARNING:  # no rank needed to decide
             return True
-        return _current_rank() == 0 or _all_ranks()
+        return keeps(record.levelno, *_rank_and_all_ranks())
 
 
 class _FallbackHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -97,7 +104,8 @@ class _FallbackHandler(logging.StreamHandler):  # type: ignore[type-arg]
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        return f"[r{_current_rank()}]{text}" if _all_ranks() else text
+        rank, all_ranks = _rank_and_all_ranks()
+        return f"[r{rank}]{text}" if all_ranks else text
 
 
 _handler: _FallbackHandler | None = None
@@ -137,9 +145,9 @@ def get_logger(
     """
     global _handler
     del rank, colored_logs
-    logger = logging.getLogger(name if name is not None else __name__)
+    logger = logging.getLogger(name if name is not None else "ezpz.log")  # the original's name, not where it lives
     logger.setLevel(_level(level))
-    _all_ranks(strict=True)
+    _env_all_ranks(strict=True)
     if rank_zero_only:
         if _rank_filter not in logger.filters:
             logger.addFilter(_rank_filter)

@@ -3,7 +3,7 @@
 ezpz here is a portability layer (devices, ranks, launch, process groups,
 device meshes, model wrapping, timing and memory metrics). The original's
 training utilities (metric history, FLOP counting, experiment trackers,
-plots, model zoo, data loaders, scheduler tooling) are not part of it:
+plots, model zoo, data loaders, job bookkeeping) are not part of it:
 asking for one raises an ``AttributeError`` that names the feature, says it
 is not included, suggests what to use, and points at the migration page.
 """
@@ -36,19 +36,12 @@ NOT_INCLUDED: dict[str, tuple[str, str]] = {
     "data": ("the dataset helpers (ezpz.data)", "torch.utils.data with DistributedSampler"),
     "configs": ("the config and scheduler helpers (ezpz.configs)",
                 "ezpz.hooks.plan() for the launch layout; dataclasses or hydra for configs"),
-    "get_scheduler": ("scheduler detection (get_scheduler)",
-                      "ezpz.hooks.plan()[0].launch.launcher (the launcher ezpz detected)"),
     "jobs": ("the job bookkeeping module (ezpz.jobs)", "your scheduler's own tools"),
-    "pbs": ("the PBS helpers (ezpz.pbs)", "`ezpz launch` and your scheduler's own tools"),
-    "get_active_jobid": ("PBS job lookup (get_active_jobid)", "PBS_JOBID / SLURM_JOB_ID"),
-    "get_nodelist_of_active_job": ("PBS node lookup (get_nodelist_of_active_job)",
-                                   "ezpz.hooks.plan()[0].launch.hosts, or PBS_NODEFILE"),
     "profile": ("the profiler wrappers (ezpz.profile)",
                 "ezpz.hooks.setup().profiler() and .range(name) (vendor markers included)"),
     "doctor": ("the doctor module (ezpz.doctor)", "the `ezpz doctor` command, or ezpz.hooks.plan() in Python"),
     "tp": ("the tensor/pipeline/context-parallel group module (ezpz.tp)",
            "ezpz.setup_torch(tensor_parallel_size=..., ...) then ezpz.distributed.get_device_mesh()['tp'].get_group()"),
-    "get_machine": ("the ALCF machine-name table (get_machine)", "socket.gethostname(); a site plugin for site rules"),
     "use_torchcomms": ("torchcomms support (use_torchcomms)", "torch.distributed through ezpz.setup_torch()"),
     # grab-bag utilities
     "Color": ("terminal colours (ezpz.utils.Color)", "rich or plain ANSI codes"),

@@ -17,13 +17,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ezpz._log import get_logger
-from ezpz.plugin_host.deadline import Call, HookTimeout, called, calling, run_watched
-from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
 from ezpz.errors import ConfigError, PluginError, PluginTimeoutError
-from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+from ezpz.hookspecs import return_type
+from ezpz.plugin_host.deadline import Call, HookTimeout, called, calling, run_watched
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.plugin_host.host import PluginHost
     from ezpz.runtime import Runtime
 
@@ -38,8 +39,10 @@ class Hooks:
         self.host = host
         self._log = get_logger("ezpz.hooks")
 
-    def _call(self, hook: str, kwargs: Mapping[str, Any], expect: type | tuple[type, ...], *, first: bool) -> list[tuple[str, Any]]:
-        """Call every plugin's ``hook`` on the hook worker, under the deadline."""
+    def _call(self, hook: str, kwargs: Mapping[str, Any], *, first: bool) -> list[tuple[str, Any]]:
+        """Call every plugin's ``hook`` on the hook worker, under the deadline; each answer must be of the type
+        :data:`ezpz.hookspecs.RETURNS` states (or None)."""
+        expect = return_type(hook) or object
         return self.watched(lambda: self._call_plugins(hook, kwargs, expect, first=first))
 
     def watched(self, fn: Callable[[], T]) -> T:
@@ -115,35 +118,33 @@ class Hooks:
                 break
         return results
 
-    def _first(self, hook: str, kwargs: Mapping[str, Any], expect: type) -> tuple[str, Any] | None:
-        found = self._call(hook, kwargs, expect, first=True)
+    def _first(self, hook: str, kwargs: Mapping[str, Any]) -> tuple[str, Any] | None:
+        found = self._call(hook, kwargs, first=True)
         return found[0] if found else None
 
+    def detect_launch_env(self, environ: Mapping[str, str]) -> tuple[str, LaunchEnv] | None:
+        return self._first("ezpz_detect_launch_env", {"environ": environ})
+
     def probe_devices(self, build: TorchBuild, environ: Mapping[str, str]) -> list[tuple[str, ProbeReport]]:
-        return self._call("ezpz_probe_devices", {"build": build, "environ": environ}, ProbeReport, first=False)
+        return self._call("ezpz_probe_devices", {"build": build, "environ": environ}, first=False)
 
     def select_backend(
         self, device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
     ) -> tuple[str, BackendChoice] | None:
-        kw = {"device": device, "build": build, "launch": launch, "requested": requested}
-        return self._first("ezpz_select_backend", kw, BackendChoice)
+        return self._first("ezpz_select_backend", {"device": device, "build": build, "launch": launch,
+                                                   "requested": requested})
 
     def amp_policy(self, device: DeviceCandidate, build: TorchBuild, requested: str) -> tuple[str, AmpPolicy] | None:
-        return self._first("ezpz_amp_policy", {"device": device, "build": build, "requested": requested}, AmpPolicy)
+        return self._first("ezpz_amp_policy", {"device": device, "build": build, "requested": requested})
 
     def profiling(self, device: DeviceCandidate, build: TorchBuild) -> tuple[str, ProfilingSupport] | None:
-        return self._first("ezpz_profiling", {"device": device, "build": build}, ProfilingSupport)
+        return self._first("ezpz_profiling", {"device": device, "build": build})
 
     def compile_policy(self, device: DeviceCandidate, build: TorchBuild) -> tuple[str, CompilePolicy] | None:
-        from ezpz.compiling import CompilePolicy
-
-        return self._first("ezpz_compile_policy", {"device": device, "build": build}, CompilePolicy)
-
-    def detect_launch_env(self, environ: Mapping[str, str]) -> tuple[str, LaunchEnv] | None:
-        return self._first("ezpz_detect_launch_env", {"environ": environ}, LaunchEnv)
+        return self._first("ezpz_compile_policy", {"device": device, "build": build})
 
     def before_init(self, plan: SetupPlan) -> list[tuple[str, LifecycleAction]]:
-        return self._call("ezpz_before_init", {"plan": plan}, LifecycleAction, first=False)
+        return self._call("ezpz_before_init", {"plan": plan}, first=False)
 
     def after_setup(self, runtime: Runtime) -> None:
-        self._call("ezpz_after_setup", {"runtime": runtime}, object, first=False)
+        self._call("ezpz_after_setup", {"runtime": runtime}, first=False)

@@ -50,6 +50,11 @@ class HookTimeout(Exception):
         self.call, self.timeout_s, self.frames = call, timeout_s, frames
         super().__init__(f"{call.plugin}: {call.hook} ran past {timeout_s:g}s")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # survives pickling, like every ezpz error (ezpz.errors)
+        from ezpz.errors import _rebuild
+
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
     @property
     def where(self) -> str:
         """``file:line in function`` of the plugin's outermost frame (where its code was entered)."""

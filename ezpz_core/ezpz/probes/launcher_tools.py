@@ -17,6 +17,8 @@ SCHEDULER_VARS: tuple[tuple[str, str], ...] = (
     ("PBS_NODEFILE", "PBS"),
     ("LSB_JOBID", "LSF"),
     ("FLUX_JOB_ID", "Flux"),
+    ("FLUX_ENCLOSING_ID", "Flux"),  # a flux batch script / flux alloc shell (flux-core src/broker/runat.c)
+    ("FLUX_URI", "Flux"),
     ("COBALT_JOBID", "Cobalt"),
 )
 

@@ -9,7 +9,12 @@ from collections.abc import Mapping
 from ezpz.decisions import SetupPlan
 from ezpz.errors import ConfigError, EzpzError, RendezvousError, RendezvousTimeoutError
 
-__all__ = ["init_process_group"]
+__all__ = ["init_process_group", "probe_existing_group"]
+
+# Frameworks that create the default process group before user code runs, by the module that shows they are in use.
+_GROUP_MAKERS = (("ray.train", "Ray Train"), ("lightning.fabric", "Lightning Fabric"),
+                 ("pytorch_lightning", "PyTorch Lightning"), ("lightning", "Lightning"), ("accelerate", "accelerate"),
+                 ("deepspeed", "DeepSpeed"))
 
 _TIMEOUT = re.compile(r"time[d]? ?out|timeout", re.IGNORECASE)
 _IN_USE = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
@@ -57,6 +62,21 @@ def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None
     except Exception as err:  # torch raises DistStoreError/DistNetworkError/RuntimeError
         raise _named(err, plan, rdzv.where) from err
     _store.report_refused()
+
+
+def probe_existing_group():  # type: ignore[no-untyped-def]
+    """The default process group if ``torch.distributed`` is already initialised, else None (never creates one)."""
+    import sys
+
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    from ezpz.adoption import ExistingGroup
+
+    frameworks = dict.fromkeys(label for module, label in _GROUP_MAKERS if module in sys.modules)
+    return ExistingGroup(backend=str(dist.get_backend()), rank=dist.get_rank(), world_size=dist.get_world_size(),
+                         frameworks=tuple(frameworks))
 
 
 def _named(err: Exception, plan: SetupPlan, where: str) -> Exception:

@@ -2,7 +2,7 @@
 
 Probe (``ezpz_cuda.probe``) -> facts (``ezpz_cuda.facts``) -> pure policies
 (``ezpz_cuda.policy``). Every hook after the probe answers only for a device
-this plugin offered (``isinstance(device.facts, CudaFacts)``).
+this plugin offered (:func:`ezpz.plugin_kit.facts_if_ours` with ``ezpz_cuda.facts:CudaFacts``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ __all__ = [
     "ezpz_select_backend",
     "gather_facts",
 ]
+
+#: This plugin's facts record, by path: :func:`ezpz.plugin_kit.facts_if_ours` never imports it to ask.
+FACTS = "ezpz_cuda.facts:CudaFacts"
 
 
 def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | str:
@@ -74,15 +77,6 @@ def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | s
     return policy.unsupported_by_build(facts) or facts
 
 
-def _ours(facts: object) -> bool:
-    """Whether ``facts`` came from this plugin's probe. Never imports ``ezpz_cuda.facts`` to ask: if it is
-    not loaded, no CudaFacts exists, so a device from another plugin costs this plugin no import."""
-    import sys
-
-    module = sys.modules.get("ezpz_cuda.facts")
-    return module is not None and isinstance(facts, module.CudaFacts)
-
-
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``cuda`` for the visible NVIDIA GPUs, or say why not."""
@@ -105,15 +99,15 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """NCCL, else gloo."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.policies import choose_backend
     from ezpz_cuda import policy
-    from ezpz_cuda.facts import CudaFacts
 
-    if not isinstance(device.facts, CudaFacts):
-        return None
-    return choose_backend(policy.backend_options(build), requested=requested, device=policy.device_label(device.facts))
+    return choose_backend(policy.backend_options(build), requested=requested, device=policy.device_label(facts))
 
 
 @hookimpl
@@ -122,15 +116,15 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
 
     Decided for the least capable visible GPU so every local rank agrees.
     """
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.policies import choose_precision
     from ezpz_cuda import policy
-    from ezpz_cuda.facts import CudaFacts
 
-    if not isinstance(device.facts, CudaFacts):
-        return None
-    gpu, label = device.facts.weakest, policy.device_label(device.facts)
+    gpu, label = facts.weakest, policy.device_label(facts)
     tf32, tf32_reason = policy.tf32_decision(gpu, build, requested)
     return choose_precision(policy.precision_options(gpu, label), requested=requested, device=label,
                             tf32=tf32, tf32_reason=tf32_reason)
@@ -169,13 +163,12 @@ def cuda_memory_stats(device: Any) -> dict[str, float]:
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """CPU+CUDA profiler activities, NVTX ranges, ``torch.cuda`` memory counters."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
-    from ezpz.decisions import ProfilingSupport
-    from ezpz_cuda.facts import CudaFacts
+    from ezpz.plugin_kit import facts_if_ours
 
-    if not isinstance(device.facts, CudaFacts):
-        return None
+    if facts_if_ours(device, FACTS) is None:  # imports nothing: another vendor's device costs nothing here
+        return None  # not our device: the plugin that offered it answers
+    from ezpz.decisions import ProfilingSupport
+
     return ProfilingSupport(
         activities=("CPU", "CUDA"),
         marker="nvtx",
@@ -190,17 +183,16 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """``DS_ACCELERATOR=cuda`` for DeepSpeed; also says when the probe had to initialise CUDA (a fork hazard)."""
-    if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(plan.device.candidate, FACTS)  # imports nothing for another vendor's device
+    if facts is None:
         return None
     from ezpz.decisions import LifecycleAction
-    from ezpz_cuda.facts import CudaFacts
 
-    from ezpz.deepspeed_config import with_ds_accelerator
+    from ezpz.plugin_kit import with_ds_accelerator
     from ezpz_cuda.compile_policy import DS_ACCELERATOR
 
-    facts = plan.device.candidate.facts
-    if not isinstance(facts, CudaFacts):
-        return None
     said = None
     if facts.probe == "torch":
         said = LifecycleAction(
@@ -220,13 +212,13 @@ def triton_found() -> bool:
 @hookimpl
 def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
     """Inductor when Triton is installed and every visible GPU is compute capability 7.0+, else aot_eager."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.compiling import choose_compile
     from ezpz_cuda import compile_policy, policy
-    from ezpz_cuda.facts import CudaFacts
 
-    if not isinstance(device.facts, CudaFacts):
-        return None
-    options = compile_policy.compile_options(device.facts.weakest, build, triton_found=triton_found())
-    return choose_compile(options, device=policy.device_label(device.facts))
+    options = compile_policy.compile_options(facts.weakest, build, triton_found=triton_found())
+    return choose_compile(options, device=policy.device_label(facts))

@@ -12,6 +12,7 @@ from attrs import field, frozen
 
 from ezpz.decisions import BackendOption, PrecisionOption
 from ezpz.facts import DeviceCandidate, TorchBuild
+from ezpz.plugin_kit import backend_in_build, vendor_then_gloo
 from ezpz_cuda.facts import CudaFacts, GpuFacts
 from ezpz_cuda.gate import build_rejection  # re-exported: it lives where checking it costs no import
 
@@ -128,50 +129,18 @@ class VisibleDevices:
         return any(isinstance(e, str) and e.startswith("MIG-") for e in self.entries)
 
 
-def _leading_int(text: str) -> int:
-    """strtoul-like: ``"1gpu"`` -> 1; anything without leading digits -> -1."""
-    text = text.strip()
-    end = 0
-    for i, ch in enumerate(text):
-        if ch.isdigit() or (i == 0 and ch in "+-"):
-            end = i + 1
-        else:
-            break
-    try:
-        return int(text[:end])
-    except ValueError:
-        return -1
-
-
 def parse_visible_devices(raw: str | None) -> VisibleDevices:
-    """Parse ``CUDA_VISIBLE_DEVICES`` with ``torch.cuda._parse_visible_devices`` semantics.
+    """Parse ``CUDA_VISIBLE_DEVICES`` by the kit's rules (:mod:`ezpz.plugin_kit.visible`), which are
+    ``torch.cuda._parse_visible_devices``'s.
 
     Unset: everything visible. ``""`` or ``-1``: nothing. Ordinals stop at the
     first negative or non-numeric entry; UUID lists stop at the first entry
     without the ``GPU-``/``MIG-`` prefix; a repeated entry hides every device.
     """
-    if raw is None:
-        return VisibleDevices(raw=None, restricted=False)
-    parts = raw.split(",")
-    for prefix in ("GPU-", "MIG-"):
-        if raw.startswith(prefix):
-            uuids: list[str] = []
-            for part in parts:
-                if part in uuids:
-                    return VisibleDevices(raw=raw, restricted=True)
-                if not part.startswith(prefix):
-                    break
-                uuids.append(part)
-            return VisibleDevices(raw=raw, restricted=True, entries=uuids)
-    ordinals: list[int] = []
-    for part in parts:
-        value = _leading_int(part)
-        if value in ordinals:
-            return VisibleDevices(raw=raw, restricted=True)
-        if value < 0:
-            break
-        ordinals.append(value)
-    return VisibleDevices(raw=raw, restricted=True, entries=ordinals)
+    from ezpz.plugin_kit import parse_visible_devices as parse
+
+    parsed = parse(raw, uuid_prefixes=("GPU-", "MIG-"))
+    return VisibleDevices(raw=raw, restricted=parsed.restricted, entries=parsed.entries)
 
 
 @frozen
@@ -301,26 +270,13 @@ def cuda_candidate(facts: CudaFacts) -> DeviceCandidate:
 
 def backend_options(build: TorchBuild) -> list[BackendOption]:
     """NCCL first, gloo as the fallback, each available only if this torch has it."""
-    have = set(build.distributed_backends) if build.distributed else set()
-    missing = "torch built without torch.distributed" if not build.distributed else None
-    return [
-        BackendOption(
-            name="nccl",
-            available="nccl" in have,
-            reason="NCCL is NVIDIA's collective library for CUDA tensors (NVLink, InfiniBand, GPUDirect)"
-            if "nccl" in have
-            else missing or f"torch {build.version} was built without NCCL (torch.distributed.is_nccl_available() "
-            "is False; Windows and macOS wheels never include it)",
-        ),
-        BackendOption(
-            name="gloo",
-            available="gloo" in have,
-            reason="gloo runs broadcast/all_reduce on CUDA tensors by staging through host memory: "
-            "much slower than NCCL and without GPU support for every collective"
-            if "gloo" in have
-            else missing or f"torch {build.version} was built without gloo",
-        ),
-    ]
+    nccl = backend_in_build(
+        build, "nccl", reason="NCCL is NVIDIA's collective library for CUDA tensors (NVLink, InfiniBand, GPUDirect)",
+        missing=f"torch {build.version} was built without NCCL (torch.distributed.is_nccl_available() is False; "
+        "Windows and macOS wheels never include it)",
+    )
+    return vendor_then_gloo(build, nccl, gloo_reason="gloo runs broadcast/all_reduce on CUDA tensors by staging "
+                            "through host memory: much slower than NCCL and without GPU support for every collective")
 
 
 # -- precision -----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from attrs import field, frozen
 from ezpz.decisions import BackendOption, PrecisionOption
 from ezpz.errors import ConfigError
 from ezpz.facts import DeviceCandidate, TorchBuild
+from ezpz.plugin_kit import vendor_then_gloo
 
 __all__ = [
     "DEVICE_TYPE",
@@ -165,14 +166,10 @@ def backend_options(facts: HpuFacts, build: TorchBuild) -> list[BackendOption]:
                              reason="hccl needs the real habana_frameworks SDK; this device is simulated")
     else:
         hccl = BackendOption(name="hccl", available=False, reason=f"{HCCL_MODULE} is not installed")
-    has_gloo = "gloo" in build.distributed_backends
-    if not has_gloo:
-        gloo_reason = "torch built without gloo"
-    elif facts.simulated:
-        gloo_reason = "simulated device: tensors live on the CPU, so gloo carries the collectives"
-    else:
-        gloo_reason = "gloo moves CPU tensors only: a fallback for host-side collectives, not hpu tensors"
-    return [hccl, BackendOption(name="gloo", available=has_gloo, reason=gloo_reason)]
+    # Your collectives first, gloo as the fallback: the kit builds the list every device plugin uses.
+    gloo = ("simulated device: tensors live on the CPU, so gloo carries the collectives" if facts.simulated
+            else "gloo moves CPU tensors only: a fallback for host-side collectives, not hpu tensors")
+    return vendor_then_gloo(build, hccl, gloo_reason=gloo)
 
 
 def precision_options(facts: HpuFacts) -> list[PrecisionOption]:

@@ -42,14 +42,13 @@ Rules every plugin follows, and this one shows:
   :func:`~ezpz_example_hpu.core.read_simulation` look at the world and return
   frozen facts (:class:`~ezpz_example_hpu.core.HpuFacts`); everything else is
   a pure function of those facts, testable with recorded ones.
-* Answer only for your own device: later hooks check
-  ``isinstance(device.facts, HpuFacts)`` and return None otherwise.
+* Answer only for your own device: later hooks get their facts from
+  :func:`ezpz.plugin_kit.facts_if_ours` and return None when it has none.
 * Every answer carries a reason a user can read in ``ezpz doctor``.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
@@ -69,19 +68,11 @@ __all__ = [
     "ezpz_select_backend",
 ]
 
-_log = logging.getLogger(__name__)  # never configured here: the application decides where logs go
+#: This plugin's facts record, by path: :func:`ezpz.plugin_kit.facts_if_ours` never imports it to ask.
+FACTS = "ezpz_example_hpu.core:HpuFacts"
 
 
 # -- the hooks: thin glue from ezpz's questions to the functions in core.py ---------------------
-
-
-def _ours(facts: object) -> bool:
-    """Whether ``facts`` came from this plugin's probe. Never imports ``ezpz_example_hpu.core`` to ask: if it is
-    not loaded, no HpuFacts exists, so a device from another plugin costs this plugin no import."""
-    import sys
-
-    module = sys.modules.get("ezpz_example_hpu.core")
-    return module is not None and isinstance(facts, module.HpuFacts)
 
 
 @hookimpl
@@ -106,41 +97,42 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
-    from ezpz.policies import choose_backend
-    from ezpz_example_hpu.core import HpuFacts, backend_options, device_label
+    from ezpz.plugin_kit import facts_if_ours
 
-    if not isinstance(device.facts, HpuFacts):
-        return None  # not our device: let the plugin that offered it answer
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
+    from ezpz.policies import choose_backend
+    from ezpz_example_hpu.core import backend_options, device_label
+
     # choose_backend honours EZPZ_BACKEND/TORCH_BACKEND the same way for every vendor.
-    return choose_backend(backend_options(device.facts, build), requested=requested, device=device_label(device.facts))
+    return choose_backend(backend_options(facts, build), requested=requested, device=device_label(facts))
 
 
 @hookimpl
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
-    from ezpz.policies import choose_precision
-    from ezpz_example_hpu.core import HpuFacts, device_label, precision_options
+    from ezpz.plugin_kit import facts_if_ours
 
-    if not isinstance(device.facts, HpuFacts):
-        return None
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
+    from ezpz.policies import choose_precision
+    from ezpz_example_hpu.core import device_label, precision_options
+
     return choose_precision(
-        precision_options(device.facts), requested=requested, device=device_label(device.facts), tf32=False,
+        precision_options(facts), requested=requested, device=device_label(facts), tf32=False,
         tf32_reason="TF32 is a CUDA matmul setting; Gaudi's fp32 math modes are not managed by this example",
     )
 
 
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
-    from ezpz.decisions import ProfilingSupport
-    from ezpz_example_hpu.core import HpuFacts
+    from ezpz.plugin_kit import facts_if_ours
 
-    if not isinstance(device.facts, HpuFacts):
-        return None
+    if facts_if_ours(device, FACTS) is None:  # imports nothing: another vendor's device costs nothing here
+        return None  # not our device: the plugin that offered it answers
+    from ezpz.decisions import ProfilingSupport
+
     return ProfilingSupport(
         activities=("CPU",), marker=None,
         reason="CPU profiler activity only: this example does not wire up Habana's profiler; "
@@ -151,14 +143,14 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Import the hccl bindings only when hccl was chosen, and say so in the trace."""
-    if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
+    from ezpz.plugin_kit import facts_if_ours, get_logger
+
+    facts = facts_if_ours(plan.device.candidate, FACTS)  # imports nothing for another vendor's device
+    if facts is None:
         return None
     from ezpz.decisions import LifecycleAction
-    from ezpz_example_hpu.core import HCCL_MODULE, SIMULATE_VAR, HpuFacts
+    from ezpz_example_hpu.core import HCCL_MODULE, SIMULATE_VAR
 
-    facts = plan.device.candidate.facts
-    if not isinstance(facts, HpuFacts):
-        return None
     if plan.backend.name == "hccl":
         # Importing this module registers "hccl" with torch.distributed. It reads
         # the launcher's rank variables, so it belongs here: after ezpz decided
@@ -167,7 +159,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
 
         return LifecycleAction(reason=f"imported {HCCL_MODULE} to register the hccl backend")
     if facts.simulated:
-        _log.debug("simulated hpu device: planning only")
+        get_logger(__name__).debug("simulated_device", note="planning only")  # configures no logging
         return LifecycleAction(
             reason=f"simulated hpu device ({SIMULATE_VAR}): nothing to import; collectives would use "
                    f"{plan.backend.name} on the CPU"

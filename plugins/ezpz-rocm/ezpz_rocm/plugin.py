@@ -1,7 +1,7 @@
 """ezpz hook implementations for AMD ROCm (entry point ``rocm`` in group ``ezpz``).
 
 Every hook but the probe answers only for a device this plugin offered
-(``isinstance(device.facts, RocmFacts)``) and returns None otherwise.
+(:func:`ezpz.plugin_kit.facts_if_ours` with ``ezpz_rocm.facts:RocmFacts``) and returns None otherwise.
 """
 
 from __future__ import annotations
@@ -27,20 +27,14 @@ __all__ = [
     "ezpz_select_backend",
 ]
 
+#: This plugin's facts record, by path: :func:`ezpz.plugin_kit.facts_if_ours` never imports it to ask.
+FACTS = "ezpz_rocm.facts:RocmFacts"
+
 PROFILING_REASON = (
     "ROCm builds trace HIP kernels under torch.profiler.ProfilerActivity.CUDA (there is no separate HIP activity); "
     "torch.cuda.nvtx is hipified to roctx (roctxRangePushA/roctxRangePop), so ranges appear in rocprof/rocprofv3 traces; "
     "memory statistics come from torch.cuda"
 )
-
-
-def _ours(facts: object) -> bool:
-    """Whether ``facts`` came from this plugin's probe. Never imports ``ezpz_rocm.facts`` to ask: if it is
-    not loaded, no RocmFacts exists, so a device from another plugin costs this plugin no import."""
-    import sys
-
-    module = sys.modules.get("ezpz_rocm.facts")
-    return module is not None and isinstance(facts, module.RocmFacts)
 
 
 @hookimpl
@@ -71,31 +65,31 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """RCCL (``nccl``) when the build has it, else gloo."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.policies import choose_backend
     from ezpz_rocm import policy
-    from ezpz_rocm.facts import RocmFacts
 
-    if not isinstance(device.facts, RocmFacts):
-        return None
-    return choose_backend(policy.backend_options(build), requested=requested, device=policy.device_label(device.facts))
+    return choose_backend(policy.backend_options(build), requested=requested, device=policy.device_label(facts))
 
 
 @hookimpl
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
     """bf16 on architectures with bf16 matrix units, else fp16 with a grad scaler; TF32 always off."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.policies import choose_precision
     from ezpz_rocm import policy
-    from ezpz_rocm.facts import RocmFacts
 
-    if not isinstance(device.facts, RocmFacts):
-        return None
     return choose_precision(
-        policy.precision_options(device.facts, requested), requested=requested,
-        device=policy.device_label(device.facts), tf32=False, tf32_reason=policy.TF32_REASON,
+        policy.precision_options(facts, requested), requested=requested,
+        device=policy.device_label(facts), tf32=False, tf32_reason=policy.TF32_REASON,
     )
 
 
@@ -129,13 +123,12 @@ def _memory_stats(device: Any) -> Mapping[str, float]:
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """CPU + CUDA profiler activities, roctx ranges through torch.cuda.nvtx, torch.cuda memory statistics."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
-    from ezpz.decisions import ProfilingSupport
-    from ezpz_rocm.facts import RocmFacts
+    from ezpz.plugin_kit import facts_if_ours
 
-    if not isinstance(device.facts, RocmFacts):
-        return None
+    if facts_if_ours(device, FACTS) is None:  # imports nothing: another vendor's device costs nothing here
+        return None  # not our device: the plugin that offered it answers
+    from ezpz.decisions import ProfilingSupport
+
     return ProfilingSupport(
         activities=("CPU", "CUDA"), marker="roctx", range_push=_range_push, range_pop=_range_pop,
         memory_stats=_memory_stats, reason=PROFILING_REASON,
@@ -145,16 +138,15 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """``DS_ACCELERATOR=cuda`` for DeepSpeed; TunableOp (``PYTORCH_TUNABLEOP_ENABLED=1``) only when the user opted in."""
-    if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(plan.device.candidate, FACTS)  # imports nothing for another vendor's device
+    if facts is None:
         return None
-    from ezpz.deepspeed_config import with_ds_accelerator
+    from ezpz.plugin_kit import with_ds_accelerator
     from ezpz_rocm import policy
     from ezpz_rocm.compile_policy import DS_ACCELERATOR
-    from ezpz_rocm.facts import RocmFacts
 
-    facts = plan.device.candidate.facts
-    if not isinstance(facts, RocmFacts):
-        return None
     return with_ds_accelerator(policy.tunableop_action(facts), DS_ACCELERATOR, "CUDA (HIP)")
 
 
@@ -168,13 +160,13 @@ def triton_found() -> bool:
 @hookimpl
 def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
     """Inductor (Triton's AMD backend) on a ROCm build of torch 2.0+ with Triton installed, else aot_eager."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.compiling import choose_compile
     from ezpz_rocm import compile_policy, policy
-    from ezpz_rocm.facts import RocmFacts
 
-    if not isinstance(device.facts, RocmFacts):
-        return None
-    label = policy.device_label(device.facts)
+    label = policy.device_label(facts)
     return choose_compile(compile_policy.compile_options(build, label, triton_found=triton_found()), device=label)

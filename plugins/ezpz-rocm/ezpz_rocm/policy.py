@@ -13,7 +13,7 @@ from attrs import frozen
 from ezpz.decisions import BackendOption, LifecycleAction, PrecisionOption
 from ezpz.errors import UnavailableError
 from ezpz.facts import DeviceCandidate, TorchBuild
-from ezpz.settings import parse_bool
+from ezpz.plugin_kit import backend_in_build, parse_bool, parse_visible_devices, vendor_then_gloo
 from ezpz_rocm.facts import RocmFacts, RocmGpu, VisibleDevices, hip_release
 
 __all__ = [
@@ -143,35 +143,29 @@ def _norm_uuid(value: str) -> str:
 def _apply_mask(spec: str, base: list[str] | None, uuids: Mapping[str, str]) -> tuple[list[str], str]:
     """Select from ``base`` (physical ids by index; None = unknown identity) with one mask value.
 
-    Integers index ``base``; ``GPU-<uuid>`` names a device. As in torch's and
-    CUDA's parsing, the first invalid or out-of-range entry ends the list and a
-    repeated entry hides every device.
+    The value is read by the kit's rules (:mod:`ezpz.plugin_kit.visible`, with ordinals and ``GPU-<uuid>``
+    entries mixed as ROCr and HIP allow): the first invalid entry ends the list and a repeated one hides
+    every device. Here, as in the runtimes, an index past the devices it indexes also ends the list, and so
+    does a UUID of a device that is not visible at this level.
     """
+    parsed = parse_visible_devices(spec, uuid_prefixes=("GPU-",), mixed=True)
     picked: list[str] = []
-    stop = ""
-    for raw in spec.split(","):
-        entry = raw.strip()
-        if entry.isdigit():
-            i = int(entry)
+    for entry in parsed.entries:
+        if isinstance(entry, int):
             if base is None:
-                pid = str(i)
-            elif i < len(base):
-                pid = base[i]
+                pid = str(entry)
+            elif entry < len(base):
+                pid = base[entry]
             else:
-                stop = f"entry {entry!r} is past the {len(base)} device(s) it indexes, so the list ends there"
-                break
-        elif entry.lower().startswith("gpu-") and len(entry) > 4:
+                return picked, f"entry {str(entry)!r} is past the {len(base)} device(s) it indexes, so the list ends there"
+        else:
             pid = uuids.get(_norm_uuid(entry), entry)
             if base is not None and pid not in base and pid.isdigit():
-                stop = f"entry {entry!r} names a device that is not visible at this level, so the list ends there"
-                break
-        else:
-            stop = f"entry {entry!r} is not an index or GPU-<uuid>, so the list ends there"
-            break
+                return picked, f"entry {entry!r} names a device that is not visible at this level, so the list ends there"
         if pid in picked:
             return [], f"entry {entry!r} is repeated, which hides every device"
         picked.append(pid)
-    return picked, stop
+    return picked, parsed.stop
 
 
 def resolve_visible(
@@ -277,22 +271,11 @@ def rocm_candidate(facts: RocmFacts) -> DeviceCandidate:
 
 def backend_options(build: TorchBuild) -> list[BackendOption]:
     """RCCL (named ``nccl`` on ROCm builds) first, then gloo."""
-    have = set(build.distributed_backends) if build.distributed else set()
-    if not build.distributed:
-        why = "torch built without torch.distributed"
-        return [BackendOption(name="nccl", available=False, reason=why), BackendOption(name="gloo", available=False, reason=why)]
-    return [
-        BackendOption(
-            name="nccl", available="nccl" in have,
-            reason="RCCL, AMD's NCCL-compatible collectives, which ROCm builds of torch register as 'nccl'"
-            if "nccl" in have else "this ROCm torch build has no 'nccl' backend (RCCL not built in)",
-        ),
-        BackendOption(
-            name="gloo", available="gloo" in have,
-            reason="gloo (fallback: host-staged, far slower than RCCL for GPU tensors)"
-            if "gloo" in have else "torch built without gloo",
-        ),
-    ]
+    rccl = backend_in_build(
+        build, "nccl", reason="RCCL, AMD's NCCL-compatible collectives, which ROCm builds of torch register as 'nccl'",
+        missing="this ROCm torch build has no 'nccl' backend (RCCL not built in)",
+    )
+    return vendor_then_gloo(build, rccl, gloo_reason="gloo (fallback: host-staged, far slower than RCCL for GPU tensors)")
 
 
 # -- precision ---------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """ezpz hook implementations for Intel GPUs (``xpu``).
 
 Each hook answers only for a candidate this plugin offered
-(``isinstance(device.facts, XpuFacts)``). Vendor modules (IPEX, the oneCCL
+(:func:`ezpz.plugin_kit.facts_if_ours` with ``ezpz_xpu.facts:XpuFacts``). Vendor modules (IPEX, the oneCCL
 bindings) are imported only inside :func:`ezpz_before_init`, only when the
 plan needs them, through :func:`ezpz_xpu.probe.import_module`.
 """
@@ -29,21 +29,15 @@ __all__ = [
     "ezpz_select_backend",
 ]
 
+#: This plugin's facts record, by path: :func:`ezpz.plugin_kit.facts_if_ours` never imports it to ask.
+FACTS = "ezpz_xpu.facts:XpuFacts"
+
 _MEMORY_FUNCS = (
     ("allocated_bytes", "memory_allocated"),
     ("reserved_bytes", "memory_reserved"),
     ("max_allocated_bytes", "max_memory_allocated"),
     ("max_reserved_bytes", "max_memory_reserved"),
 )
-
-
-def _ours(facts: object) -> bool:
-    """Whether ``facts`` came from this plugin's probe. Never imports ``ezpz_xpu.facts`` to ask: if it is
-    not loaded, no XpuFacts exists, so a device from another plugin costs this plugin no import."""
-    import sys
-
-    module = sys.modules.get("ezpz_xpu.facts")
-    return module is not None and isinstance(facts, module.XpuFacts)
 
 
 @hookimpl
@@ -69,45 +63,45 @@ def ezpz_select_backend(
     device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
 ) -> BackendChoice | None:
     """xccl (torch >= 2.8), else ccl (oneCCL bindings installed), else gloo with a warning."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.policies import choose_backend
     from ezpz_xpu import policy
-    from ezpz_xpu.facts import XpuFacts
 
-    if not isinstance(device.facts, XpuFacts):
-        return None
-    return choose_backend(policy.backend_options(device.facts, build), requested=requested,
-                          device=policy.device_label(device.facts))
+    return choose_backend(policy.backend_options(facts, build), requested=requested,
+                          device=policy.device_label(facts))
 
 
 @hookimpl
 def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
     """bf16 where the device has it natively, else fp16 with a scaler where FP64 allows, else fp32."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.policies import choose_precision
     from ezpz_xpu import policy
-    from ezpz_xpu.facts import XpuFacts
 
-    if not isinstance(device.facts, XpuFacts):
-        return None
-    return choose_precision(policy.precision_options(device.facts, requested), requested=requested,
-                            device=policy.device_label(device.facts), tf32=False,
-                            tf32_reason=policy.tf32_reason(device.facts))
+    return choose_precision(policy.precision_options(facts, requested), requested=requested,
+                            device=policy.device_label(facts), tf32=False,
+                            tf32_reason=policy.tf32_reason(facts))
 
 
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """XPU profiler activity, ITT ranges (VTune), memory from ``torch.xpu``."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
-    from ezpz.decisions import ProfilingSupport
-    from ezpz_xpu.facts import XpuFacts
+    from ezpz.plugin_kit import facts_if_ours
 
-    if not isinstance(device.facts, XpuFacts):
-        return None
-    if device.facts.itt:
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
+    from ezpz.decisions import ProfilingSupport
+
+    if facts.itt:
         return ProfilingSupport(
             activities=("CPU", "XPU"), marker="itt", range_push=_itt_push, range_pop=_itt_pop,
             memory_stats=_memory_stats,
@@ -124,17 +118,15 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Import IPEX only where the torch version needs it, the oneCCL bindings only for ``ccl``; say so."""
-    if not _ours(plan.device.candidate.facts):  # before any import: another vendor's device costs nothing here
+    from ezpz.plugin_kit import facts_if_ours, get_logger
+
+    facts = facts_if_ours(plan.device.candidate, FACTS)  # imports nothing for another vendor's device
+    if facts is None:
         return None
-    from ezpz._log import get_logger
     from ezpz.decisions import LifecycleAction
     from ezpz.errors import UnavailableError
     from ezpz_xpu import policy, probe
-    from ezpz_xpu.facts import XpuFacts
 
-    facts = plan.device.candidate.facts
-    if not isinstance(facts, XpuFacts):
-        return None
     log = get_logger("ezpz.xpu")
     todo = policy.legacy_imports(plan.build.version, plan.backend.name, facts)
     said: list[str] = []
@@ -163,7 +155,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     if plan.backend.name == "gloo" and plan.launch.distributed:
         log.warning("xpu_backend_fallback", backend="gloo", reason=plan.backend.reason)
         said.append("collectives fall back to gloo (CPU tensors only): " + plan.backend.reason)
-    from ezpz.deepspeed_config import with_ds_accelerator
+    from ezpz.plugin_kit import with_ds_accelerator
     from ezpz_xpu.compile_policy import DS_ACCELERATOR
 
     return with_ds_accelerator(LifecycleAction(reason="; ".join(said)), DS_ACCELERATOR, "XPU")
@@ -186,15 +178,15 @@ def triton_found() -> bool:
 @hookimpl
 def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
     """Inductor where this torch supports XPU on this OS (Linux 2.4+, Windows 2.7+) with Triton, else aot_eager."""
-    if not _ours(device.facts):  # before any import: another vendor's device costs nothing here
-        return None
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
     from ezpz.compiling import choose_compile
     from ezpz_xpu import compile_policy, policy
-    from ezpz_xpu.facts import XpuFacts
 
-    if not isinstance(device.facts, XpuFacts):
-        return None
-    label = policy.device_label(device.facts)
+    label = policy.device_label(facts)
     options = compile_policy.compile_options(build, label, platform=host_platform(), triton_found=triton_found())
     return choose_compile(options, device=label)
 

@@ -12,6 +12,7 @@ from attrs import frozen
 from ezpz.decisions import BackendOption, PrecisionOption
 from ezpz.errors import ConfigError
 from ezpz.facts import DeviceCandidate, ProbeReport, TorchBuild
+from ezpz.plugin_kit import vendor_then_gloo
 
 from ezpz_xpu.facts import XpuDeviceProps, XpuFacts
 from ezpz_xpu.gate import IPEX_EOL, NATIVE_XPU, XPU_WHEELS, build_rejection  # re-exported
@@ -277,14 +278,10 @@ def backend_options(facts: XpuFacts, build: TorchBuild) -> list[BackendOption]:
         ccl = BackendOption(name="ccl", available=False,
                             reason=f"oneccl_bindings_for_pytorch is not installed: {CCL_INSTALL} (the build matching torch "
                                    f"{'.'.join(map(str, build.release))})")
-    gloo_ok = "gloo" in have
-    gloo = BackendOption(
-        name="gloo", available=gloo_ok,
-        reason=("WARNING: gloo runs collectives on CPU tensors only; XPU tensors (DDP gradients) fail or must be "
-                f"copied to the host. For XPU collectives install the oneCCL bindings ({CCL_INSTALL}) or use "
-                f"torch>=2.8 for xccl ({XPU_WHEELS})") if gloo_ok else f"torch {v} built without gloo",
-    )
-    return [xccl, ccl, gloo]
+    return vendor_then_gloo(build, (xccl, ccl), gloo_reason=(
+        "WARNING: gloo runs collectives on CPU tensors only; XPU tensors (DDP gradients) fail or must be "
+        f"copied to the host. For XPU collectives install the oneCCL bindings ({CCL_INSTALL}) or use "
+        f"torch>=2.8 for xccl ({XPU_WHEELS})"))
 
 
 # -- precision ---------------------------------------------------------------------------------
