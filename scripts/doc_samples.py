@@ -49,6 +49,12 @@ def _ezpz_lines(text: str) -> str:
     return "\n".join(ln for ln in text.splitlines() if ln.startswith("[ezpz]"))
 
 
+def _seen(proc: subprocess.CompletedProcess, stdout: str | None = None) -> str:
+    """What a terminal shows: stderr (printed first by these commands), then stdout (or the part of it given)."""
+    out = proc.stdout if stdout is None else stdout
+    return "\n".join(part.strip("\n") for part in (proc.stderr, out) if part.strip())
+
+
 def _section(text: str, start: str, stop: Callable[[str], bool]) -> list[str]:
     """Lines from the first one starting with ``start`` up to (not including) the first ``stop`` line."""
     lines = text.splitlines()
@@ -70,43 +76,44 @@ def _topic(trace: str, topic: str, indent: str = "") -> list[str]:
 
 def train_one() -> tuple[str, str]:
     proc = _run([PY, *TRAIN])
-    return "python " + " ".join(TRAIN), _ezpz_lines(proc.stdout)
+    return "python " + " ".join(TRAIN), _seen(proc, _ezpz_lines(proc.stdout))
 
 
 def train_torchrun() -> tuple[str, str]:
     args = ["--standalone", "--nproc-per-node", "2", *TRAIN]
     proc = _run([PY, "-m", "torch.distributed.run", *args])
-    return "torchrun " + " ".join(args), _ezpz_lines(proc.stdout)
+    return "torchrun " + " ".join(args), _seen(proc, _ezpz_lines(proc.stdout))
 
 
 def _mpiexec_flags() -> list[str]:
     return ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else ["--oversubscribe"]
 
 
-_MPI_CACHE: dict[str, str] = {}
+_MPI_CACHE: dict[str, subprocess.CompletedProcess] = {}
 
 
-def _mpiexec_run() -> str:
-    if "out" not in _MPI_CACHE:
+def _mpiexec_run() -> subprocess.CompletedProcess:
+    if "proc" not in _MPI_CACHE:
         argv = [shutil.which("mpiexec") or "mpiexec", *_mpiexec_flags(), "-n", "2", PY, *TRAIN, "--explain"]
-        _MPI_CACHE["out"] = _run(argv).stdout
-    return _MPI_CACHE["out"]
+        _MPI_CACHE["proc"] = _run(argv)
+    return _MPI_CACHE["proc"]
 
 
 def train_mpiexec() -> tuple[str, str]:
     cmd = "mpiexec " + " ".join(_mpiexec_flags()) + " -n 2 python " + " ".join(TRAIN) + " --explain"
-    return cmd, _ezpz_lines(_mpiexec_run())
+    proc = _mpiexec_run()
+    return cmd, _seen(proc, _ezpz_lines(proc.stdout))
 
 
 def explain_mpiexec() -> tuple[str, str]:
-    lines = [ln for ln in _mpiexec_run().splitlines() if not ln.startswith("[ezpz]") and ln.strip()]
+    lines = [ln for ln in _mpiexec_run().stdout.splitlines() if not ln.startswith("[ezpz]") and ln.strip()]
     return "", "\n".join(lines)
 
 
 def launch_dry_run() -> tuple[str, str]:
     args = ["launch", "--dry-run", "-n", "2", "--", "python", "-m", "ezpz.examples.train", "--steps", "5"]
     proc = _run([PY, "-m", "ezpz", *args])
-    return "ezpz " + " ".join(args), (proc.stderr.strip() + "\n" + proc.stdout.strip()).strip()
+    return "ezpz " + " ".join(args), _seen(proc)
 
 
 _DOCTOR_CACHE: dict[str, str] = {}
@@ -142,7 +149,7 @@ def bad_override() -> tuple[str, str]:
 
 def smoke_test() -> tuple[str, str]:
     proc = _run([PY, "-m", "ezpz", "test", "--steps", "5"])
-    return "ezpz test --steps 5", proc.stdout.strip()
+    return "ezpz test --steps 5", _seen(proc)
 
 
 def cpu_without_bf16() -> tuple[str, str]:

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Install ezpz, every plugin and the test tools, then run every test suite.
+# Install ezpz, every plugin and the test tools into a venv of the tests' own, then run every test suite.
 #   bash scripts/test.sh            # all suites, all plugins installed together, then the wheel checks
 #   EZPZ_SKIP_ISOLATED=1 bash scripts/test.sh   # skip the wheel-install checks (faster locally)
 #   EZPZ_WHEELS_ONLY=1 bash scripts/test.sh     # only the wheel-install checks
+#   EZPZ_TEST_VENV=/path bash scripts/test.sh   # another venv than .venv-test/ (created if missing)
+#   bash scripts/test.sh tests/test_setup.py -x  # install as always, then only this pytest run
 #
-# 1. editable installs of the core and all plugins: the core suite, each plugin's suite, the docs build;
+# Everything is installed into .venv-test/ (git-ignored; created on the first run with ${PYTHON:-python3} -m venv,
+# reused after), never into the Python or venv you run this from: your `pip list` stays as it was.
+# System packages are not installed here (the README names them; .ci/run installs them): Open MPI (openmpi-bin),
+# MPICH (mpich, libmpich-dev: mpi4py is built against it), iproute2 (network-namespace tests) and a live Slurm
+# (bash scripts/slurm.sh start). Tests that need a missing one skip, saying why (outside CI).
+#
+# 1. editable installs of the core and all plugins into .venv-test/: the core suite, each plugin's suite, the
+#    docs build;
 # 2. wheels of all five distributions built once (scripts/build-dists.sh), installed NOT editable into one
 #    fresh venv: `ezpz doctor` and `ezpz plugins` on the core alone, then each plugin in turn installed
 #    beside the core only (its wheel added, checked, its suite run, removed again), so a file missing from
@@ -13,12 +22,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-PY=${PYTHON:-python3}
 
-if { ! command -v mpiexec.openmpi || ! command -v mpiexec.mpich || ! command -v mpicc.mpich; } >/dev/null 2>&1 \
-    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin mpich libmpich-dev >/dev/null
+# The tests' own venv. Its bin/ goes first on PATH, so torchrun, ezpz and the launchers' `python` are this venv's.
+VENV=${EZPZ_TEST_VENV:-$(pwd)/.venv-test}
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "=== creating the tests' venv: ${PYTHON:-python3} -m venv $VENV ==="
+  "${PYTHON:-python3}" -m venv "$VENV"
 fi
+PY="$VENV/bin/python"
+export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
+unset PYTHONHOME PYTHONPATH
 
 PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu)
 present=()
@@ -47,6 +60,10 @@ fi
 status=0
 run() { echo; echo "=== $* ==="; "$@" || { echo "=== FAILED (exit $?): $* ==="; status=1; }; }
 ROOT=$(pwd)
+
+if [ $# -gt 0 ]; then  # a subset: the same venv and installs, then only the pytest run asked for
+  exec $PY -m pytest "$@"
+fi
 
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   # The import contracts in pyproject.toml: layers, launch detection apart from launch driving, no core -> original.

@@ -57,3 +57,16 @@ def test_shape_masks_what_varies_and_keeps_what_does_not():
     assert shape(bf16) == shape(fp32) and shape(bf16)[-1] == "timeout: <n>s"
     assert shape("    names: ('AMD EPYC',)") == shape("    names: ('Intel(R) Xeon(R) Platinum 8470',)")
     assert shape("device: cpu") != shape("device: cuda")
+
+
+def test_the_listed_trace_topics_are_the_ones_a_plan_has():
+    import re
+
+    import ezpz
+    from ezpz.testing import recorded_build
+
+    text = (doc_samples.DOCS / "getting-started.md").read_text()
+    sentence = re.search(r"The topics are always (.*?), in that order", text, re.S)[1]
+    listed = re.findall(r"`(\w+)`", sentence)
+    _, explanation = ezpz.hooks.plan(environ={}, build=recorded_build("cpu"))
+    assert listed == [d.topic for d in explanation.decisions]

@@ -63,6 +63,14 @@ def test_srun_two_tasks_set_up_and_all_reduce():
     check(rank_rows(proc.stdout), 2, "slurm")
 
 
+def test_the_main_jobs_first_line_names_srun():
+    proc = run(["srun", *JOB, "-n", "2", sys.executable, "-m", "ezpz.examples.train", "--steps", "2", "--log-every",
+                "2", "--batch-size", "4"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("[ezpz] slurm: 2 ranks on 1 node (SLURM_STEP_NUM_TASKS, SLURM_PROCID); device "), first
+
+
 def test_ezpz_launch_inside_salloc_runs_the_granted_two_ranks():
     proc = run(["salloc", *JOB, "-n", "2", *EZPZ, "launch", "--", sys.executable, SCRIPT, "2"])
     assert proc.returncode == 0, proc.stdout + proc.stderr

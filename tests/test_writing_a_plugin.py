@@ -1,17 +1,23 @@
 """docs/writing-a-plugin.md is a complete walk-through: its code blocks, copied in order, make a working plugin.
 
-The test does what a reader would: every code block marked ``<!-- file: PATH -->`` is appended to PATH in a
-fresh directory, the result is really pip-installed (``--target``, its own dist-info and entry point), its tests
-(the tutorial's own test file, which runs ``ezpz.testing``'s conformance kit) and ``ezpz doctor`` run against
-the installed copy. The files must also equal ``plugins/ezpz-example-hpu``'s, so the tutorial and the example
-package cannot drift apart.
+The test does what a reader of the docs site would, from the page as ``mkdocs build`` renders it: every code
+block under a heading that names a file (``<h4><code>PATH</code></h4>``; "(continued)" appends) is written to
+PATH in a fresh directory, then the ``$`` commands of the section "Install it and see it" run there, in a fresh
+venv that sees this environment's packages (ezpz, torch): the torch pin, ``pip install -c torch-pin.txt -e
+".[test]"`` (a real install, with build isolation), ``python -m pytest tests -q``, ``ezpz plugins``. The files
+must also equal ``plugins/ezpz-example-hpu``'s, so the tutorial and the example package cannot drift apart.
 """
 
 from __future__ import annotations
 
+import html
+import os
 import re
+import shlex
 import subprocess
 import sys
+import sysconfig
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -20,51 +26,100 @@ from conftest import ROOT, clean_env
 
 DOC = ROOT / "docs" / "writing-a-plugin.md"
 EXAMPLE = ROOT / "plugins" / "ezpz-example-hpu"
-_FENCE = re.compile(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.S | re.M)
-_MARK = re.compile(r"<!-- file: (?P<path>[\w./-]+) -->\n$")
+_FILE_BLOCK = re.compile(r"<h4[^>]*>(?P<head>.*?)</h4>\s*<pre><code(?: class=\"language-(?P<lang>[\w-]+)\")?>"
+                         r"(?P<body>.*?)</code></pre>", re.S)
+_BLOCK = re.compile(r"<pre><code(?: class=\"language-(?P<lang>[\w-]+)\")?>(?P<body>.*?)</code></pre>", re.S)
+_HEAD = re.compile(r"^(?P<path>[\w./-]+)(?P<continued> \(continued\))?$")
+
+
+def _text(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
+@cache
+def rendered() -> str:
+    """The tutorial page as the docs site shows it (``mkdocs build`` into a temporary directory)."""
+    import tempfile
+
+    site = Path(tempfile.mkdtemp(prefix="ezpz-site-"))
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "--site-dir", str(site)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return (site / "writing-a-plugin" / "index.html").read_text()
 
 
 def tutorial_files() -> dict[str, str]:
-    """PATH -> the text of every block marked for it, in the order they appear."""
-    text = DOC.read_text()
+    """PATH -> the text of every block under a heading naming it, in the order they appear on the rendered page."""
+    page = rendered()
     files: dict[str, list[str]] = {}
-    for fence in _FENCE.finditer(text):
-        mark = _MARK.search(text, 0, fence.start())
-        if mark and mark.end() == fence.start():
-            files.setdefault(mark["path"], []).append(fence["body"].strip("\n"))
-        elif fence["lang"] in ("python", "toml"):
-            raise AssertionError(f"a {fence['lang']} block without <!-- file: PATH --> in {DOC.name}:\n{fence['body']}")
+    for block in _FILE_BLOCK.finditer(page):
+        head = _HEAD.match(_text(block["head"]).replace("\u00b6", "").strip())
+        if head is None:
+            continue
+        path, continued = head["path"], bool(head["continued"])
+        assert continued == (path in files), f"{path}: '(continued)' must mark exactly the blocks after its first"
+        files.setdefault(path, []).append(html.unescape(block["body"]).strip("\n"))
+    headed = {m.start("body") for m in _FILE_BLOCK.finditer(page)}
+    for block in _BLOCK.finditer(page):
+        if block["lang"] in ("python", "toml") and block.start("body") not in headed:
+            raise AssertionError(f"a {block['lang']} block without a file heading in {DOC.name}:\n{_text(block['body'])}")
     return {path: "\n\n\n".join(parts) + "\n" for path, parts in files.items()}
+
+
+def install_commands() -> list[str]:
+    """The ``$`` commands of the console block in "Install it and see it", as rendered."""
+    page = rendered()
+    section = page[page.index('id="9-install-it-and-see-it"'):]
+    console = next(b for b in _BLOCK.finditer(section) if b["lang"] == "console")
+    return [ln[2:] for ln in html.unescape(console["body"]).splitlines() if ln.startswith("$ ")]
 
 
 def _normalised(text: str) -> str:
     return re.sub(r"\n{2,}", "\n\n", text.strip()) + "\n"
 
 
+def _venv_seeing_this_environment(venv: Path) -> Path:
+    """A fresh venv whose Python also sees this one's packages (ezpz, torch, pytest): the reader's environment."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    ours = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    # After the venv's own site-packages, and with their .pth files run (editable installs of ezpz and the plugins).
+    Path(purelib, "zz-ezpz-test-parent.pth").write_text("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in ours) + "\n")
+    return py
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str]]:
-    """(work dir, --target site dir, environment) with the tutorial's package really installed."""
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str], dict[str, str]]:
+    """(work dir, the venv's python, environment, each command's output) with the tutorial's package installed by its own commands."""
     work = tmp_path_factory.mktemp("tutorial")
     pkg = work / "ezpz-example-hpu"
     for path, text in tutorial_files().items():
         (pkg / path).parent.mkdir(parents=True, exist_ok=True)
         (pkg / path).write_text(text)
-    (pkg / "README.md").write_text("# ezpz-example-hpu\n\nThe plugin built in ezpz's writing-a-plugin tutorial.\n")
-    site = work / "site"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                           "--target", str(site), str(pkg)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return work, site, clean_env(PYTHONPATH=str(site))
+    py = _venv_seeing_this_environment(work / "venv")
+    env = clean_env(PATH=f"{py.parent}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(py.parent.parent))
+    env.pop("PYTHONPATH", None)
+    outputs: dict[str, str] = {}
+    for command in install_commands():
+        argv = shlex.split(command)
+        # `ezpz ...`: the venv's console script would be this one's; run the same CLI through the venv's python.
+        shell = command if argv[0] != "ezpz" else shlex.join([str(py), "-m", "ezpz", *argv[1:]])
+        proc = subprocess.run(shell, shell=True, cwd=pkg, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"$ {command}\n{proc.stdout}{proc.stderr}"
+        outputs[command] = proc.stdout
+    return work, py, env, outputs
 
 
-def _run(work: Path, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+def _run(work: Path, py: Path, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     # cwd is the work dir, which holds no importable package: only the installed copy can be imported.
-    return subprocess.run([sys.executable, *argv], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(py), *argv], cwd=work, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_every_file_of_the_package_is_in_the_tutorial():
     files = tutorial_files()
-    assert set(files) == {"pyproject.toml", "ezpz_example_hpu/__init__.py", "ezpz_example_hpu/core.py",
+    assert set(files) == {"pyproject.toml", "README.md", "ezpz_example_hpu/__init__.py", "ezpz_example_hpu/core.py",
                           "ezpz_example_hpu/plugin.py", "tests/test_tutorial.py"}
     elided = [ln for text in files.values() for ln in text.splitlines() if ln.strip() in ("...", "# ...")]
     assert not elided, "an elided snippet in the tutorial"
@@ -77,18 +132,34 @@ def test_tutorial_files_equal_the_example_package(path):
     assert doc == repo, f"docs/writing-a-plugin.md's {path} differs from plugins/ezpz-example-hpu/{path}: update the doc"
 
 
+def test_the_install_step_installs_the_test_extra_before_the_tests_run():
+    commands = install_commands()
+    pin = next(i for i, c in enumerate(commands) if "torch-pin.txt" in c and c.startswith("python"))
+    install = next(i for i, c in enumerate(commands) if c.startswith("pip install"))
+    tests = next(i for i, c in enumerate(commands) if "pytest" in c)
+    assert pin < install < tests, commands
+    assert "-c torch-pin.txt" in commands[install] and ".[test]" in commands[install]
+    assert commands[tests].startswith("python -m pytest"), "a bare `pytest` may be another environment's"
+
+
+def test_the_tutorials_commands_print_what_it_shows(installed):
+    outputs = installed[3]
+    assert "4 passed" in outputs["python -m pytest tests -q"]
+    assert re.search(r"example-hpu\s+loaded\s+ezpz-example-hpu\s+1.0.0", outputs["ezpz plugins"])
+
+
 def test_the_installed_tutorial_package_is_the_one_imported(installed):
-    work, site, env = installed
-    proc = _run(work, env, "-c", "import ezpz, ezpz_example_hpu; r = ezpz.hooks.get_plugin_host().records"
+    work, py, env, _ = installed
+    proc = _run(work, py, env, "-c", "import ezpz, ezpz_example_hpu; r = ezpz.hooks.get_plugin_host().records"
                                  "['example-hpu']; print(ezpz_example_hpu.__file__, r.status, r.distribution)")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(str(site)) and "loaded ('ezpz-example-hpu', '1.0.0')" in proc.stdout
+    assert proc.stdout.startswith(str(work / "ezpz-example-hpu")) and "loaded ('ezpz-example-hpu', '1.0.0')" in proc.stdout
 
 
 def test_the_tutorials_tests_pass_on_the_installed_package(installed):
     """The tutorial's test file: the conformance kit (which calls ezpz_before_init) and a planned decision."""
-    work, _, env = installed
-    proc = _run(work, env, "-m", "pytest", "ezpz-example-hpu/tests", "-q", "-p", "no:cacheprovider")
+    work, py, env, _ = installed
+    proc = _run(work, py, env, "-m", "pytest", "ezpz-example-hpu/tests", "-q", "-p", "no:cacheprovider")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "4 passed" in proc.stdout
 
@@ -97,19 +168,19 @@ def test_the_conformance_report_matches_the_tutorial(installed):
     sys.path.insert(0, str(ROOT / "scripts"))
     from doc_samples import shape
 
-    work, _, env = installed
-    proc = _run(work, env, "-c", "from ezpz.testing import check_plugin; print(check_plugin('example-hpu', environ={}))")
+    work, py, env, _ = installed
+    proc = _run(work, py, env, "-c", "from ezpz.testing import check_plugin; print(check_plugin('example-hpu', environ={}))")
     assert proc.returncode == 0, proc.stderr
-    doc = next(b for b in re.findall(r"```text\n(.*?)```", DOC.read_text(), re.S) if b.startswith("plugin 'example-hpu'"))
+    doc = next(_text(b["body"]) for b in _BLOCK.finditer(rendered()) if _text(b["body"]).startswith("plugin 'example-hpu'"))
     assert shape(doc) == shape(proc.stdout), f"update the conformance report in {DOC.name}:\n{proc.stdout}"
 
 
 def test_ezpz_doctor_on_the_installed_package(installed):
-    work, _, env = installed
-    proc = _run(work, env, "-m", "ezpz", "doctor")
+    work, py, env, _ = installed
+    proc = _run(work, py, env, "-m", "ezpz", "doctor")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ezpz-example-hpu 1.0.0  requires ezpz<2,>=1.0: ok" in proc.stdout
     assert "not hpu [example-hpu]: habana: habana_frameworks not installed" in proc.stdout
-    simulated = _run(work, {**env, "EZPZ_EXAMPLE_HPU_SIMULATE": "2"}, "-m", "ezpz", "doctor")
+    simulated = _run(work, py, {**env, "EZPZ_EXAMPLE_HPU_SIMULATE": "2"}, "-m", "ezpz", "doctor")
     assert simulated.returncode == 0, simulated.stdout
     assert "device: hpu:0" in simulated.stdout and "backend: gloo" in simulated.stdout

@@ -175,3 +175,22 @@ class LaunchEnv:
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
+
+    @property
+    def summary(self) -> str:
+        """One line: the launcher, the layout and where it was read, e.g.
+        ``torchrun: 2 ranks on 1 node (TORCHELASTIC_RUN_ID, RANK)``."""
+        ranks = f"{self.world_size} rank{'s' if self.world_size != 1 else ''}"
+        nodes = f"{self.num_nodes} node{'s' if self.num_nodes != 1 else ''}"
+        if self.launcher == "single":
+            said = self.reason.removeprefix("one process: ") if self.reason.startswith("one process: ") else ""
+            return f"no launcher: {ranks} on {nodes} ({said or 'no launcher variables set'})"
+        said = [_variable(self.sources.get(k, "")) for k in ("launcher", "rank")]
+        named = ", ".join(dict.fromkeys(s for s in said if s)) or self.reason
+        return f"{self.launcher}: {ranks} on {nodes} ({named})"
+
+
+def _variable(source: str) -> str:
+    """The variable a ``sources`` entry names first (``RANK (why ...)`` -> ``RANK``); empty when it names none."""
+    head = source.split(" ", 1)[0].strip(",;:()")
+    return head if head and head.replace("_", "").isalnum() and head.upper() == head and head[0].isalpha() else ""

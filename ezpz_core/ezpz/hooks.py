@@ -199,7 +199,7 @@ def setup(
                                 backend=existing.backend if existing is not None else None)
     _runtime, _runtime_settings = runtime, settings
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
-             launcher=launch.launcher, world_size=launch.world_size)
+             launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
     hooks.after_setup(runtime)
     return runtime
 

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     rt = ezpz.hooks.setup()
     say = print if rt.is_main else (lambda *a, **k: None)
-    say(f"[ezpz] {rt.world_size} rank(s) on {rt.num_nodes} node(s); device {rt.device} ({rt.vendor}), "
+    say(f"[ezpz] {rt.plan.launch.summary}; device {rt.device} ({rt.vendor}), "
         f"backend {rt.backend}, precision {rt.amp.dtype} (autocast {'on' if rt.amp.autocast else 'off'}): {rt.amp.reason}")
     if args.explain:
         say(rt.explain())

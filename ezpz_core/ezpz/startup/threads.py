@@ -69,13 +69,16 @@ def choose_threads(facts: ThreadFacts) -> ThreadsChoice:
     share = max(1, facts.cores // facts.local_world_size)
     split = (f"{facts.cores} core(s) / {facts.local_world_size} rank(s) on this host = {share}"
              if facts.local_world_size > 1 else f"one rank on this host's {facts.cores} core(s)")
-    not_split = Alternative(name=f"{share} thread(s)", reason=f"ezpz's default ({split}) gives way to the user's")
+    not_split = (share, Alternative(name=f"{share} thread(s)", reason=f"ezpz's default ({split}) gives way to the "
+                                                                     "user's"))
+    same = f"; ezpz's default is the same ({split})" if share == facts.torch_threads else ""
     if facts.set_vars:
         name, value = facts.set_vars[0]
         by = (" (or torchrun, which sets OMP_NUM_THREADS=1 for several local ranks when it is unset)"
               if facts.launcher == "torchrun" and name == "OMP_NUM_THREADS" and value == "1" else "")
-        return ThreadsChoice(threads=facts.torch_threads, set_to=None, alternatives=(not_split,),
-                             reason=f"{name}={value} set by the user{by}: torch uses {facts.torch_threads}")
+        return ThreadsChoice(threads=facts.torch_threads, set_to=None,
+                             alternatives=_rejected(facts.torch_threads, not_split),
+                             reason=f"{name}={value} set by the user{by}: torch uses {facts.torch_threads}{same}")
     torchs_default = facts.torch_threads in (facts.cores, facts.set_by_ezpz)
     if not torchs_default and facts.torch_threads <= share:
         return ThreadsChoice(threads=facts.torch_threads, set_to=None,
@@ -83,23 +86,27 @@ def choose_threads(facts: ThreadFacts) -> ThreadsChoice:
                                     f"({split}): set by torch.set_num_threads or limited by the launcher's OpenMP "
                                     "runtime; left as it is")
     if not torchs_default:
-        return ThreadsChoice(threads=facts.torch_threads, set_to=None, alternatives=(not_split,),
+        return ThreadsChoice(threads=facts.torch_threads, set_to=None,
+                             alternatives=_rejected(facts.torch_threads, not_split),
                              reason=f"torch.set_num_threads({facts.torch_threads}) was called before setup() "
                                     f"(torch's default here is {facts.cores}, one per core, with no "
                                     f"{'/'.join(THREAD_VARS)} set)")
     if facts.host_cores is not None and facts.cores < facts.host_cores:
         return ThreadsChoice(threads=facts.torch_threads, set_to=None,
-                             alternatives=(Alternative(name=f"{share} thread(s)", reason="the binding already gives "
-                                                       "this rank its share of the host"),),
+                             alternatives=_rejected(facts.torch_threads, (share, Alternative(
+                                 name=f"{share} thread(s)", reason="the binding already gives this rank its share "
+                                                                  "of the host"))),
                              reason=f"this rank is bound to {facts.cores} of the host's {facts.host_cores} core(s) "
                                     f"(by the launcher or taskset): torch's default of one thread per bound core "
                                     "stands")
-    keep = Alternative(name=f"torch's default {facts.torch_threads}",
-                       reason=f"one thread per core in each of {facts.local_world_size} ranks oversubscribes "
-                              f"the {facts.cores} core(s) {facts.local_world_size}x")
+    keep = (facts.torch_threads, Alternative(name=f"torch's default {facts.torch_threads}",
+                                             reason=f"one thread per core in each of {facts.local_world_size} ranks "
+                                                    f"oversubscribes the {facts.cores} core(s) "
+                                                    f"{facts.local_world_size}x"))
     others = None if facts.load1 is None else facts.load1 - facts.local_world_size
     if others is not None and others >= facts.cores and share > 1:
-        return ThreadsChoice(threads=1, set_to=1, alternatives=(Alternative(name=f"{share} thread(s)", reason=split),),
+        return ThreadsChoice(threads=1, set_to=1,
+                             alternatives=_rejected(1, (share, Alternative(name=f"{share} thread(s)", reason=split))),
                              reason=f"host busy: 1-minute load average {facts.load1:.1f} minus this job's "
                                     f"{facts.local_world_size} local rank(s) >= {facts.cores} core(s); threads that "
                                     "meet at every op stall when descheduled (one thread ran 10-20x faster than two "
@@ -108,8 +115,13 @@ def choose_threads(facts: ThreadFacts) -> ThreadsChoice:
         return ThreadsChoice(threads=share, set_to=None,
                              reason=f"{split}: torch's default of one thread per core stands "
                                     "(set OMP_NUM_THREADS to choose)")
-    return ThreadsChoice(threads=share, set_to=share, alternatives=(keep,),
+    return ThreadsChoice(threads=share, set_to=share, alternatives=_rejected(share, keep),
                          reason=f"{split} (set OMP_NUM_THREADS or call torch.set_num_threads to choose)")
+
+
+def _rejected(chosen: int, *options: tuple[int, Alternative]) -> tuple[Alternative, ...]:
+    """The alternatives whose thread count differs from the chosen one: a trace never rejects what it chose."""
+    return tuple(alt for count, alt in options if count != chosen)
 
 
 def apply_threads(choice: ThreadsChoice) -> None:
