@@ -161,6 +161,8 @@ NOT_VARIABLES: frozenset[str] = frozenset({
     "UR_RESULT_ERROR_DEVICE_LOST", "UR_RESULT_ERROR_OUT_OF_RESOURCES",
     # jsrun's values for --cpu_per_rs/--gpu_per_rs, and ezpz.pbs.get_pbs_launch_info()'s keys (the original's)
     "ALL_CPUS", "ALL_GPUS", "LAUNCH_CMD", "NGPU_PER_HOST",
+    # an os module constant looked up with getattr (absent on Windows)
+    "O_NOFOLLOW",
 })
 
 

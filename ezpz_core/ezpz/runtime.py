@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import resource
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -157,6 +156,8 @@ class Runtime:
         stats: dict[str, float] = {}
         if self.profiling.memory_stats is not None:
             stats.update(self.profiling.memory_stats(self.device))
+        import resource  # only when asked: not on the setup path
+
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         stats["host_peak_rss_bytes"] = float(peak if sys.platform == "darwin" else peak * 1024)
         return stats

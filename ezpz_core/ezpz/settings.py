@@ -9,8 +9,8 @@ from typing import NamedTuple
 
 from ezpz.errors import ConfigError
 
-__all__ = ["Attempt", "PluginSettings", "SetupSettings", "parse_attempt", "parse_bool", "parse_failure_dir",
-           "parse_hook_timeout", "parse_names"]
+__all__ = ["Attempt", "PluginSettings", "SetupSettings", "is_first_rank", "parse_attempt", "parse_bool",
+           "parse_failure_dir", "parse_hook_timeout", "parse_names"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -47,6 +47,15 @@ def parse_names(raw: str | None) -> frozenset[str] | None:
     return frozenset(n.lower() for n in re.split(r"[,\s]+", raw) if n)
 
 
+#: Global-rank variables of the launchers ezpz detects (only "is this rank 0?" is read from them here).
+_RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "PALS_RANKID", "SLURM_PROCID")
+
+
+def is_first_rank(environ: Mapping[str, str]) -> bool:
+    """Not a rank other than 0 of a launched job: the one process that writes ezpz's on-disk caches."""
+    return all(environ.get(v, "0").strip() in ("0", "") for v in _RANK_VARIABLES)
+
+
 class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezpz`, which must not load attrs
     """Plugin controls, read when plugins are discovered (at ``import ezpz``)."""
 
@@ -56,6 +65,9 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
     strict: bool = False
     trace: bool = False
     hook_timeout_s: float = DEFAULT_HOOK_TIMEOUT_S
+    entry_point_cache: bool = True
+    entry_point_cache_writer: bool = True
+    """False in every rank but the first of a launched job: one writer, not thousands, when the index is stale."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -66,6 +78,8 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
             strict=parse_bool(environ, "EZPZ_STRICT_PLUGINS"),
             trace=parse_bool(environ, "EZPZ_TRACE_PLUGINS"),
             hook_timeout_s=parse_hook_timeout(environ),
+            entry_point_cache=parse_bool(environ, "EZPZ_CACHE", default=True),
+            entry_point_cache_writer=is_first_rank(environ),
         )
 
 
