@@ -23,17 +23,17 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ezpz import _log
-from ezpz.failures.classify import Classified, classify_exception
-from ezpz.failures.record import FailureRecord, write_failure
-from ezpz.failures.signatures import FailureSignature
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # classify/record/signatures load when a rank fails, not on every setup()
+    from ezpz.failures.classify import Classified
+    from ezpz.failures.record import FailureRecord
+    from ezpz.failures.signatures import FailureSignature
     from ezpz.plugin_host.calls import Hooks
     from ezpz.decisions import SetupPlan
     from ezpz.settings import SetupSettings
@@ -49,12 +49,24 @@ _CATCH = (signal.SIGTERM,)
 
 class _Capture:
     def __init__(self, *, rank: int, world_size: int, host: str, attempt: int, directory: str | None,
-                 signatures: Sequence[FailureSignature], timeout_s: float) -> None:
+                 signatures: Sequence[FailureSignature] | Callable[[], Sequence[FailureSignature]],
+                 timeout_s: float) -> None:
         self.rank, self.world_size, self.host, self.attempt = rank, world_size, host, attempt
-        self.directory, self.signatures = directory, tuple(signatures)
+        self.directory, self._signatures = directory, signatures
         self.grace_s = min(ROLL_CALL_GRACE_S, max(timeout_s / 4, 0.5))
         self.written: Path | None = None
         self.done = False
+
+    @property
+    def signatures(self) -> tuple[FailureSignature, ...]:
+        """The plugins' failure signatures, asked for at the first failure (setup() does not pay for them)."""
+        if callable(self._signatures):
+            try:
+                self._signatures = tuple(self._signatures())
+            except Exception as err:  # a failing rank still gets its record, classified without plugin help
+                _log.get_logger("ezpz.failures").warning("failure_signatures_unavailable", error=repr(err))
+                self._signatures = ()
+        return tuple(self._signatures)
 
 
 def installed() -> bool:
@@ -62,7 +74,8 @@ def installed() -> bool:
 
 
 def install(*, rank: int, world_size: int, host: str, attempt: int, directory: str | None,
-            signatures: Sequence[FailureSignature] = (), timeout_s: float = 300.0) -> None:
+            signatures: Sequence[FailureSignature] | Callable[[], Sequence[FailureSignature]] = (),
+            timeout_s: float = 300.0) -> None:
     """Start capturing failures of this rank (idempotent: a second call replaces the facts, not the hooks)."""
     _state["capture"] = _Capture(rank=rank, world_size=world_size, host=host, attempt=attempt, directory=directory,
                                  signatures=signatures, timeout_s=timeout_s)
@@ -84,7 +97,7 @@ def install_for_setup(plan: SetupPlan, settings: SetupSettings, hooks: Hooks) ->
     from ezpz.launch_env.store import this_host
 
     install(rank=plan.launch.rank, world_size=plan.launch.world_size, host=this_host(plan.launch),
-            attempt=settings.attempt, directory=settings.failure_dir, signatures=hooks.failure_signatures(),
+            attempt=settings.attempt, directory=settings.failure_dir, signatures=hooks.failure_signatures,
             timeout_s=plan.timeout_s)
 
 
@@ -110,6 +123,8 @@ def record_exception(exc: BaseException) -> FailureRecord | None:
     cap: _Capture | None = _state.get("capture")
     if cap is None:
         return None
+    from ezpz.failures.classify import classify_exception
+
     found = classify_exception(exc, cap.signatures)
     missing_ranks: tuple[int, ...] = tuple(getattr(exc, "missing_ranks", ()) or ())
     missing_hosts: tuple[str, ...] = ()
@@ -139,6 +154,8 @@ def _roll_call(cap: _Capture) -> tuple[tuple[int, ...], tuple[str, ...]]:
 
 def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missing_hosts: Sequence[str]
            ) -> FailureRecord:
+    from ezpz.failures.record import FailureRecord, write_failure
+
     record = FailureRecord(rank=cap.rank, host=cap.host, attempt=cap.attempt, kind=found.kind,
                            first_line=found.first_line, missing_ranks=missing_ranks, missing_hosts=missing_hosts,
                            exception_type=found.exception_type)
@@ -175,6 +192,8 @@ def _on_signal(signum: int, _frame: Any) -> None:
     if cap is not None and not cap.done:
         name = signal.Signals(signum).name
         try:
+            from ezpz.failures.classify import Classified
+
             _write(cap, Classified("signal", f"{name}: the rank was told to stop", "", f"caught {name}"), (), ())
         except Exception:
             pass
