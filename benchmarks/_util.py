@@ -31,3 +31,19 @@ def median(xs: list[float]) -> float:
 
 def row(name: str, value: float, baseline: float, unit: str, target: str) -> str:
     return f"{name:<58} {value:9.2f} {unit:<3} vs {baseline:9.2f} {unit:<3} ratio {value / baseline:6.3f}   target {target}"
+
+
+def machine() -> str:
+    """The CPU model and core count from /proc/cpuinfo, and the load average now (the machine may be shared)."""
+    model, cores = "unknown CPU", os.cpu_count() or 0
+    try:
+        with open("/proc/cpuinfo") as fh:
+            names = [line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")]
+        model, cores = (names[0], len(names)) if names else (model, cores)
+    except OSError:
+        pass
+    try:
+        load = "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "load average unknown"
+    return f"{model}, {cores} cores, {load}"

@@ -27,7 +27,7 @@ def test_plugins_json():
     assert plugins["cpu"]["target"] == "ezpz.builtin.cpu" and plugins["cpu"]["builtin"] is True
     assert plugins["cpu"]["distribution"] == "ezpz" and plugins["cpu"]["version"]
     assert "ezpz_probe_devices" in plugins["cpu"]["hooks"]
-    assert plugins["launchers"]["hooks"] == ["ezpz_detect_launch_env"]
+    assert plugins["launchers"]["hooks"] == ["ezpz_detect_launch_env", "ezpz_failure_signatures"]
     assert {d["name"] for d in doc["launchers"]} >= {"torchrun", "mpiexec", "srun"}
 
 

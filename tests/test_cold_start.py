@@ -55,3 +55,27 @@ def test_a_vendor_plugin_ruled_out_by_the_build_imports_none_of_its_facts_or_pol
         assert f"ezpz_{vendor}.gate" in loaded  # the rejection was decided, from the build facts alone
     if build == "cpu" and "cuda" in installed:  # and the reason is in the trace, as before
         assert info["device"] == "cpu" and "torch built without CUDA" in info["trace"]
+
+
+def test_setup_imports_neither_the_launch_drivers_nor_the_original_api_nor_the_testing_kit():
+    """``setup()`` imports what deciding needs: not ``ezpz launch``'s drivers, the original ezpz's API or test kits."""
+    loaded = _loaded_after("import ezpz\nezpz.hooks.setup()\nezpz.hooks.teardown()")["modules"]
+    assert "ezpz.runtime" in loaded  # setup() did run
+    for package in ("ezpz.launch_drivers", "ezpz.original", "ezpz.testing", "ezpz.cli", "stevedore"):
+        assert not {m for m in loaded if m == package or m.startswith(package + ".")}, package
+
+
+def test_import_ezpz_reads_plugins_through_the_entry_point_index(tmp_path):
+    """The second ``import ezpz`` in an unchanged environment reads the index instead of every distribution."""
+    code = "import ezpz\nfrom ezpz.plugin_host import ep_cache\nprint(ep_cache.last_status())"
+    statuses = []
+    for _ in range(3):  # the first may find sys.path changed moments ago (the index is then not written)
+        proc = run_python(code, clean_env(XDG_CACHE_HOME=str(tmp_path)))
+        assert proc.returncode == 0, proc.stderr
+        statuses.append(proc.stdout.strip().splitlines()[-1])
+        if statuses[-1] == "hit":
+            break
+        import time
+
+        time.sleep(2.1)
+    assert statuses[-1] == "hit", statuses

@@ -160,8 +160,12 @@ NOT_VARIABLES: frozenset[str] = frozenset({
     # get_dist_info()'s keys, as the original ezpz named them, and a lazily built module attribute
     "DEVICE_ID", "DISTRIBUTED_BACKEND", "GPUS_PER_NODE", "NGPUS_AVAILABLE", "NODE_ID", "WORLD_SIZE_IN_USE",
     "WORLD_SIZE_TOTAL", "TORCH_DTYPES_MAP",
+    # Level Zero result codes: failure-signature patterns in ezpz-xpu, not variables
+    "UR_RESULT_ERROR_DEVICE_LOST", "UR_RESULT_ERROR_OUT_OF_RESOURCES",
     # jsrun's values for --cpu_per_rs/--gpu_per_rs, and ezpz.pbs.get_pbs_launch_info()'s keys (the original's)
     "ALL_CPUS", "ALL_GPUS", "LAUNCH_CMD", "NGPU_PER_HOST",
+    # an os module constant looked up with getattr (absent on Windows)
+    "O_NOFOLLOW",
 })
 
 

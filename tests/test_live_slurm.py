@@ -112,3 +112,39 @@ def test_doctor_inside_an_allocation_names_slurm_and_its_shape():
     proc = run(["salloc", *JOB, "-n", "2", *EZPZ, "doctor"])
     assert "srun: Slurm job" in proc.stdout, proc.stdout + proc.stderr
     assert "allocation: 2 task(s), at most 2 per node, on 1 node(s) (Slurm allocation: SLURM_NTASKS=2" in proc.stdout
+
+
+def test_retries_inside_salloc_rerun_a_rank_that_failed_once(tmp_path):
+    """ezpz launch --retries 1 inside salloc -n 2: rank 1 exits 3 in attempt 0; attempt 1 (same hosts) succeeds."""
+    import json
+
+    job = str(Path(__file__).parent / "scripts" / "supervised_job.py")
+    proc = run(["salloc", *JOB, "-n", "2", *EZPZ, "launch", "--retries", "1", "--retry-delay", "0",
+                "--job-dir", str(tmp_path / "job"), "--", sys.executable, job, "fail-once"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first, second = (json.loads((tmp_path / "job" / f"attempt-{k}" / "verdict.json").read_text()) for k in (0, 1))
+    assert first["status"] != 0 and second["status"] == 0, (first, second)
+    assert "launcher srun" in proc.stderr and "rank 1 attempt 1" in proc.stdout
+    assert not (tmp_path / "job" / "attempt-2").exists()
+    print(f"\nsalloc -n 2: attempt 0 exit {first['status']} ({first['result']['wall_s']} s), "
+          f"attempt 1 exit 0 ({second['result']['wall_s']} s)")
+
+
+def test_kill_all_nodes_inside_salloc_reaches_the_job_through_srun(tmp_path):
+    """ezpz kill --all-nodes (srun --overlap on each node) lists and stops the job ezpz launch started, only it."""
+    job = str(Path(__file__).parent / "scripts" / "supervised_job.py")
+    out = tmp_path / "job.out"
+    script = tmp_path / "kill.sh"
+    script.write_text(
+        f"{sys.executable} -m ezpz launch -- {sys.executable} {job} sleep > {out} 2>&1 &\nL=$!\n"
+        f"{sys.executable} -c 'import time; time.sleep(120)' &\nB=$!\n"
+        f"for i in $(seq 100); do [ \"$(grep -c READY {out})\" = 2 ] && break; sleep 0.2; done\n"
+        f"echo BYSTANDER $B\n{sys.executable} -m ezpz kill --all-nodes --dry-run\n"
+        f"{sys.executable} -m ezpz kill --all-nodes\nwait $L; echo LAUNCH_EXIT $?\n"
+        f"kill -0 $B && echo BYSTANDER_ALIVE; kill $B\n")
+    proc = run(["salloc", *JOB, "-n", "2", "bash", str(script)], timeout=180)
+    listed = [line for line in proc.stdout.splitlines() if "supervised_job.py sleep" in line and " -  " in line]
+    bystander = proc.stdout.split("BYSTANDER ", 1)[1].split()[0]
+    assert len({line.split()[4] for line in listed if line.split()[4].isdigit()}) == 2, proc.stdout + proc.stderr
+    assert f" {bystander} " not in proc.stdout.split("BYSTANDER ", 1)[1].split("LAUNCH_EXIT", 1)[0]
+    assert "SIGTERM sent to" in proc.stdout and "LAUNCH_EXIT 143" in proc.stdout and "BYSTANDER_ALIVE" in proc.stdout

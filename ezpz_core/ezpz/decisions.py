@@ -147,6 +147,11 @@ class LifecycleAction:
     env_defaults: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
     plugin: str = ""
 
+    def also(self, reason: str, env_defaults: Mapping[str, str]) -> LifecycleAction:
+        """This action plus ``reason`` and ``env_defaults`` (a plugin saying two things in one answer)."""
+        return LifecycleAction(reason=f"{self.reason}; {reason}", plugin=self.plugin,
+                               env_defaults={**self.env_defaults, **env_defaults})
+
 
 @frozen(kw_only=True)
 class SetupPlan:

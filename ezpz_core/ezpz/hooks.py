@@ -113,6 +113,7 @@ def setup(
 
     from ezpz.plugin_host.calls import Hooks
     from ezpz.startup.environ import apply_env_defaults
+    from ezpz.failures import capture as failures
     from ezpz.startup.planning import explain_plan, plan_setup
     from ezpz.probes.torch_build import probe_torch_build
     from ezpz.runtime import Runtime
@@ -132,6 +133,7 @@ def setup(
     hooks, build = Hooks(_host), probe_torch_build()
     the_plan = hooks.watched(lambda: plan_setup(hooks, settings, env, build))  # one hand-off for all its hooks
     _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
+    failures.install_for_setup(the_plan, settings, hooks)  # from here on, an abnormal end leaves a record
     log = _log.get_logger("ezpz.setup")
     if the_plan.launch.ignored:  # stale RANK/WORLD_SIZE under a real launcher: said on every rank
         log.warning("launch_variables_ignored", launcher=the_plan.launch.launcher,
@@ -196,7 +198,8 @@ def setup(
     launch = the_plan.launch
     runtime = Runtime.from_plan(the_plan, explanation, process_group=launch.distributed or existing is not None,
                                 owns_process_group=existing is None,
-                                backend=existing.backend if existing is not None else None)
+                                backend=existing.backend if existing is not None else None,
+                                attempt=settings.attempt)
     _runtime, _runtime_settings = runtime, settings
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
@@ -257,5 +260,8 @@ def teardown() -> None:
         if os.environ.get(key) == value:
             del os.environ[key]
     _applied_env.clear()
+    from ezpz.failures.capture import uninstall as stop_capturing_failures
+
+    stop_capturing_failures()
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)

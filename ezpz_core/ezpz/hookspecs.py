@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.failures.signatures import FailureSignature
     from ezpz.runtime import Runtime
 
 #: Every hook, in the order ``setup()`` calls it -> the record it returns besides None, as
@@ -42,6 +43,7 @@ RETURNS: Mapping[str, str | None] = {
     "ezpz_compile_policy": "ezpz.compiling:CompilePolicy",
     "ezpz_before_init": "ezpz.decisions:LifecycleAction",
     "ezpz_after_setup": None,
+    "ezpz_failure_signatures": "builtins:list",  # of ezpz.failures.signatures.FailureSignature
 }
 
 
@@ -193,4 +195,25 @@ def ezpz_after_setup(runtime: Runtime) -> None:
     :param runtime: The :class:`~ezpz.runtime.Runtime` ``setup()`` returns.
 
     .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def ezpz_failure_signatures() -> list[FailureSignature] | None:
+    """Texts that mean a known kind of failure in this plugin's stack (collective library, driver, scheduler).
+
+    Collecting: every plugin's list is used, so a third-party accelerator plugin
+    adds its own next to the vendor plugins'. Called once per ``setup()``. The
+    core classifies a failed rank from its own knowledge first (exception types,
+    the store's roll call) and matches these patterns against the exception's
+    text only when that did not decide; ``ezpz launch`` also matches them
+    against the log lines of ranks killed before they could write a record.
+    Each :class:`~ezpz.failures.signatures.FailureSignature` has a regular
+    expression, the kind it means (``lost_peer``, ``timeout``, ``oom``,
+    ``signal``, ``code_error``), a reason, whether it blames the host it
+    appeared on, and the source where the text is documented.
+
+    :return: A list of :class:`~ezpz.failures.signatures.FailureSignature`, or None.
+
+    .. versionadded:: 1.1
     """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import resource
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -69,6 +68,8 @@ class Runtime:
     plan: SetupPlan = field(repr=False)
     explanation: Explanation = field(repr=False)
     process_group: bool = False
+    attempt: int = 0
+    """Which attempt of the job this is (0 = first): ``EZPZ_ATTEMPT`` + ``TORCHELASTIC_RESTART_COUNT``."""
     owns_process_group: bool = True  # False when setup() adopted a group another framework made (explain())
     _autocast_kwargs: dict[str, Any] | None = field(init=False, repr=False, eq=False)
 
@@ -79,7 +80,7 @@ class Runtime:
     @classmethod
     def from_plan(
         cls, plan: SetupPlan, explanation: Explanation, *, process_group: bool = False, device: Any = None,
-        owns_process_group: bool = True, backend: str | None = None,
+        owns_process_group: bool = True, backend: str | None = None, attempt: int = 0,
     ) -> Runtime:
         """The runtime for ``plan``, every field read from it: the one place a ``Runtime`` is built.
 
@@ -88,6 +89,7 @@ class Runtime:
         :param device: The ``torch.device`` to hand out; default ``torch.device(plan.device.torch_device)``.
         :param owns_process_group: False when ``setup()`` adopted a group another framework made.
         :param backend: The adopted group's backend; default the plan's.
+        :param attempt: Which attempt of the job this is (``SetupSettings.attempt``).
         """
         if device is None:
             import torch
@@ -100,7 +102,7 @@ class Runtime:
             rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
             local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
             amp=plan.amp, profiling=plan.profiling, plan=plan, explanation=explanation, process_group=process_group,
-            owns_process_group=owns_process_group,
+            owns_process_group=owns_process_group, attempt=attempt,
         )
 
     @property
@@ -154,6 +156,8 @@ class Runtime:
         stats: dict[str, float] = {}
         if self.profiling.memory_stats is not None:
             stats.update(self.profiling.memory_stats(self.device))
+        import resource  # only when asked: not on the setup path
+
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         stats["host_peak_rss_bytes"] = float(peak if sys.platform == "darwin" else peak * 1024)
         return stats

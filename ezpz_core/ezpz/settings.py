@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 from ezpz.errors import ConfigError
 
-__all__ = ["PluginSettings", "SetupSettings", "parse_bool", "parse_hook_timeout", "parse_names"]
+__all__ = ["Attempt", "PluginSettings", "SetupSettings", "is_first_rank", "parse_attempt", "parse_bool",
+           "parse_failure_dir", "parse_hook_timeout", "parse_names"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -50,6 +51,15 @@ def parse_names(raw: str | None) -> frozenset[str] | None:
     return frozenset(n.lower() for n in re.split(r"[,\s]+", raw) if n)
 
 
+#: Global-rank variables of the launchers ezpz detects (only "is this rank 0?" is read from them here).
+_RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "PALS_RANKID", "SLURM_PROCID")
+
+
+def is_first_rank(environ: Mapping[str, str]) -> bool:
+    """Not a rank other than 0 of a launched job: the one process that writes ezpz's on-disk caches."""
+    return all(environ.get(v, "0").strip() in ("0", "") for v in _RANK_VARIABLES)
+
+
 class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezpz`, which must not load attrs
     """Plugin controls, read when plugins are discovered (at ``import ezpz``)."""
 
@@ -59,6 +69,9 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
     strict: bool = False
     trace: bool = False
     hook_timeout_s: float = DEFAULT_HOOK_TIMEOUT_S
+    entry_point_cache: bool = True
+    entry_point_cache_writer: bool = True
+    """False in every rank but the first of a launched job: one writer, not thousands, when the index is stale."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -69,6 +82,8 @@ class PluginSettings(NamedTuple):  # NamedTuples, not attrs: read at `import ezp
             strict=parse_bool(environ, "EZPZ_STRICT_PLUGINS"),
             trace=parse_bool(environ, "EZPZ_TRACE_PLUGINS"),
             hook_timeout_s=parse_hook_timeout(environ),
+            entry_point_cache=parse_bool(environ, "EZPZ_CACHE", default=True),
+            entry_point_cache_writer=is_first_rank(environ),
         )
 
 
@@ -97,6 +112,9 @@ class SetupSettings(NamedTuple):
     log_all_ranks: bool = False
     compile: str = "auto"
     compile_from: str = "EZPZ_COMPILE"
+    attempt: int = 0
+    attempt_from: str = "default (no EZPZ_ATTEMPT or TORCHELASTIC_RESTART_COUNT)"
+    failure_dir: str | None = None
 
     @classmethod
     def resolve(
@@ -130,6 +148,7 @@ class SetupSettings(NamedTuple):
         compile_from = "setup(compile=...)" if compile is not None else "EZPZ_COMPILE"
         compile_raw = compile if compile is not None else environ.get("EZPZ_COMPILE", "auto")
         compile_request = parse_compile_request(compile_raw, name=compile_from)
+        attempt = parse_attempt(environ)
         return cls(
             device=device if device is not None else env_device,
             device_from="setup(device=...)" if device is not None else device_var,
@@ -142,6 +161,9 @@ class SetupSettings(NamedTuple):
             log_all_ranks=parse_bool(environ, "EZPZ_LOG_ALL_RANKS"),
             compile=compile_request,
             compile_from=compile_from,
+            attempt=attempt.number,
+            attempt_from=attempt.source,
+            failure_dir=parse_failure_dir(environ),
         )
 
 
@@ -180,6 +202,63 @@ def _timeout(raw: object, name: str) -> float:
         raw, name, TIMEOUT_RANGE_S,
         fix=f"set {name} to the longest you will wait for every rank to arrive, e.g. 300 (1 s to 7 days)",
     )
+
+
+_MAX_ATTEMPT = 1_000_000
+
+
+class Attempt(NamedTuple):
+    """Which attempt of the job this process belongs to (0 = the first), and where that number came from."""
+
+    number: int = 0
+    source: str = "default (no EZPZ_ATTEMPT or TORCHELASTIC_RESTART_COUNT)"
+
+
+def _count(environ: Mapping[str, str], name: str, fix: str) -> int | None:
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and int(text) <= _MAX_ATTEMPT):
+        raise ConfigError(name=name, value=raw, expected=f"a whole number from 0 to {_MAX_ATTEMPT}", fix=fix)
+    return int(text)
+
+
+def parse_attempt(environ: Mapping[str, str]) -> Attempt:
+    """The attempt: ``EZPZ_ATTEMPT`` (``ezpz launch``'s retries) plus ``TORCHELASTIC_RESTART_COUNT`` (torchrun's).
+
+    Both are non-negative integers; either may be unset (0). A bad value raises
+    :class:`~ezpz.errors.ConfigError` naming the variable.
+    """
+    ours = _count(environ, "EZPZ_ATTEMPT", "unset EZPZ_ATTEMPT (ezpz launch sets it per retry) or set it to 0, 1, ...")
+    elastic = _count(environ, "TORCHELASTIC_RESTART_COUNT",
+                     "torchrun sets TORCHELASTIC_RESTART_COUNT itself: unset it outside torchrun")
+    parts = [f"{name}={value}" for name, value in (("EZPZ_ATTEMPT", ours), ("TORCHELASTIC_RESTART_COUNT", elastic))
+             if value is not None]
+    if not parts:
+        return Attempt()
+    return Attempt((ours or 0) + (elastic or 0), " + ".join(parts))
+
+
+def parse_failure_dir(environ: Mapping[str, str]) -> str | None:
+    """``EZPZ_FAILURE_DIR``: where a rank that ends abnormally writes its failure record; None (unset) = nowhere.
+
+    Must be a path (absolute, or relative to the working directory) that is not
+    an existing non-directory; the directory itself is created when a record is written.
+    """
+    raw = environ.get("EZPZ_FAILURE_DIR")
+    if raw is None or not raw.strip():
+        return None
+    fix = "set EZPZ_FAILURE_DIR to a directory this rank may create and write (ezpz launch sets one per attempt)"
+    if "\0" in raw or len(raw) > 4096:
+        raise ConfigError(name="EZPZ_FAILURE_DIR", value=raw[:200], expected="a directory path", fix=fix)
+    import os
+
+    path = os.path.abspath(os.path.expanduser(raw.strip()))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(name="EZPZ_FAILURE_DIR", value=raw, expected="a directory (this is an existing file)",
+                          fix=fix)
+    return path
 
 
 def parse_compile_request(raw: object, *, name: str) -> str:

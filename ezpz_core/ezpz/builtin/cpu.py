@@ -158,3 +158,26 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     from ezpz.plugin_kit import with_ds_accelerator
 
     return with_ds_accelerator(None, DS_ACCELERATOR, "CPU")
+
+
+#: gloo's and torch's store failure texts (gloo is the CPU backend, and the side channel of every other one).
+#: Sources: gloo/transport/tcp/unbound_buffer.cc ("Timed out waiting {}ms for recv|send operation to complete"),
+#: gloo/transport/tcp/pair.cc ("Connection closed by peer", "Read error ... Connection reset by peer"),
+#: torch/csrc/distributed/c10d/TCPStore.cpp ("wait timeout after ...ms", "Socket Timeout").
+GLOO_SIGNATURES = (
+    (r"Timed out waiting \d+ ?ms for (recv|send) operation", "timeout",
+     "gloo: a peer did not send or receive within the process-group timeout", "gloo/transport/tcp/unbound_buffer.cc"),
+    (r"Connection closed by peer|Connection reset by peer|Broken pipe", "lost_peer",
+     "gloo: a peer's connection closed mid-collective (the peer process or its host went away)",
+     "gloo/transport/tcp/pair.cc"),
+    (r"wait timeout after \d+ ?ms|Socket Timeout", "timeout",
+     "torch store: a key every rank should set did not appear in time", "torch/csrc/distributed/c10d/TCPStore.cpp"),
+)
+
+
+@hookimpl(trylast=True)
+def ezpz_failure_signatures() -> list[Any]:
+    """gloo's and torch's store failure texts (every job has them: gloo carries CPU collectives everywhere)."""
+    from ezpz.failures.signatures import FailureSignature
+
+    return [FailureSignature(pattern=p, kind=k, reason=r, source=s) for p, k, r, s in GLOO_SIGNATURES]

@@ -12,14 +12,21 @@ Recorded facts (public sources, torch 2.13 source):
 - ``aot_eager`` (AOTAutograd with eager kernels) needs no compiler
   (https://docs.pytorch.org/docs/stable/torch.compiler.html).
 
-The probe runs ``<cxx> --version`` once per process (cached) with a timeout,
-exactly the test torch applies; the policy is a pure function of its result.
+The probe runs ``<cxx> --version`` with a timeout, exactly the test torch
+applies; the policy is a pure function of its result. A compiler that passed
+is remembered once per process and on disk (:mod:`ezpz.user_cache`, kind
+``probes``), keyed by the compiler's path and the ``stat`` of the file it
+resolves to (modification time, size, inode, device), so later processes, and
+every rank of a job, skip the fork and exec while that binary is unchanged.
+A failure is never remembered on disk: it is probed again next time.
+``EZPZ_CACHE=0`` turns the on-disk record off.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import zlib
 import shutil
 import subprocess
 import sys
@@ -62,11 +69,47 @@ def default_cxx(environ: Mapping[str, str], platform: str) -> str:
     return "cl" if platform == "win32" else "clang++" if platform == "darwin" else "g++"
 
 
+def _stamp(path: str) -> list[object] | None:
+    try:
+        st = os.stat(path)  # follows symlinks: g++ -> g++-12 -> the binary that runs
+    except OSError:
+        return None
+    return [path, st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev]
+
+
+def _remembered(compiler: str, platform: str, path: str, use_disk: bool) -> tuple[CxxFacts | None, object]:
+    """The facts of an earlier passing probe of this very binary, and the key to store a new one under."""
+    from ezpz import user_cache
+
+    where = user_cache.cache_dir("probes") if use_disk else None
+    key = {"compiler": compiler, "platform": platform, "stamp": _stamp(path)}
+    if where is None or key["stamp"] is None:
+        return None, None
+    file = where / f"cxx-{zlib.crc32(repr((compiler, platform, path)).encode()):08x}.json"
+    data, _why = user_cache.read_json(file)
+    if isinstance(data, dict) and data.get("key") == key and isinstance(data.get("version"), (str, type(None))):
+        return CxxFacts(compiler=compiler, platform=platform, path=path, version=data["version"]), None
+    return None, (file, key)
+
+
 @functools.lru_cache(maxsize=8)
-def _run_version(compiler: str, platform: str) -> CxxFacts:
+def _run_version(compiler: str, platform: str, use_disk: bool = True, writer: bool = True) -> CxxFacts:
     path = shutil.which(compiler)
     if path is None:
         return CxxFacts(compiler=compiler, platform=platform, error=f"{compiler!r} was not found on PATH")
+    known, store = _remembered(compiler, platform, path, use_disk)
+    if known is not None:
+        return known
+    facts = _run(compiler, platform, path)
+    if store is not None and facts.works and writer:
+        from ezpz import user_cache
+
+        file, key = store  # type: ignore[misc]
+        user_cache.write_json(file, {"key": key, "version": facts.version})
+    return facts
+
+
+def _run(compiler: str, platform: str, path: str) -> CxxFacts:
     try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                              stdin=subprocess.DEVNULL, check=False)
@@ -82,8 +125,11 @@ def _run_version(compiler: str, platform: str) -> CxxFacts:
 
 def probe_cxx(environ: Mapping[str, str] | None = None, platform: str | None = None) -> CxxFacts:
     """Find the compiler Inductor would use and check it runs (once per process per compiler)."""
+    from ezpz.settings import is_first_rank, parse_bool
+
+    env = os.environ if environ is None else environ
     plat = platform or sys.platform
-    return _run_version(default_cxx(os.environ if environ is None else environ, plat), plat)
+    return _run_version(default_cxx(env, plat), plat, parse_bool(env, "EZPZ_CACHE", default=True), is_first_rank(env))
 
 
 def cpu_compile_options(build: TorchBuild, cxx: CxxFacts) -> list[CompileOption]:

@@ -6,6 +6,14 @@ scheduler: ``torchrun --standalone`` if it is on PATH, else ``mpiexec -n``.
 Why the launcher was chosen, the layout and any added flags go to stderr; the
 command goes to stdout with ``--dry-run`` (and is not run), else to stderr just
 before it runs. The exit status is the command's (128+N if killed by signal N).
+
+Supervision (see docs/failures.md): ``--timeout S`` ends a job silent for S
+seconds (exit 124, as GNU timeout); ``--retries N`` runs it again after a
+failure, with backoff; ``--auto-retry`` splits the allocation into active hosts
+and ``--spare-nodes`` and swaps a host the evidence blames for a spare. Each
+attempt's output and failure records are kept under ``--job-dir``. Every
+process started carries ``EZPZ_LAUNCH_ID`` in its environment: ``ezpz kill``
+finds them by it.
 """
 
 from __future__ import annotations
@@ -13,14 +21,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ezpz.cli._util import err
 from ezpz.cli.device_slots import planned_device_slots
+from ezpz.cli.supervise import AUTO_RETRY_TIMEOUT_S, BACKOFF_CAP_S, new_launch_id, supervise
+from ezpz.errors import ConfigError
 from ezpz.launch_drivers import LaunchPlan, prepare
+from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
 from ezpz.launch_drivers.run import run as run_command
 from ezpz.settings import seconds_in_range
 
-__all__ = ["GRACE_RANGE_S", "add_launch_flags", "add_parser", "describe", "execute", "run"]
+__all__ = ["GRACE_RANGE_S", "add_launch_flags", "add_parser", "add_supervision_flags", "describe", "execute", "run",
+           "supervised"]
 
 GRACE_RANGE_S = (0.0, 86400.0)
 """``--grace``: from no grace at all to a day."""
@@ -37,12 +51,64 @@ def add_launch_flags(p: argparse.ArgumentParser) -> None:
                    help="after an interrupt, wait this long for the job to exit before killing it (default 30)")
 
 
+def _spares(text: str) -> str:
+    if text != "auto" and not (text.isdigit()):
+        raise argparse.ArgumentTypeError(f"--spare-nodes {text!r}: expected 'auto' or a number of hosts, 0 or more")
+    return text
+
+
+def _non_negative(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = -1
+        if not value >= 0 or value != value:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a number, 0 or more")
+        return value
+    return parse
+
+
+def add_supervision_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("supervision (docs/failures.md)")
+    g.add_argument("--timeout", type=_non_negative(float), metavar="SECONDS",
+                   help="end the job if it prints nothing for this long; exit 124 as GNU timeout "
+                        f"(default: off; {AUTO_RETRY_TIMEOUT_S:g} with --auto-retry; 0 turns it off)")
+    g.add_argument("--kill-after", type=_non_negative(float), default=10.0, metavar="SECONDS",
+                   help="after the watchdog's SIGTERM, SIGKILL the job if still running this long (default 10)")
+    g.add_argument("--failure-grace", type=_non_negative(float), default=15.0, metavar="SECONDS",
+                   help="once a rank has written a failure record, end a job still running this long after "
+                        "(a launcher waiting on a node it cannot reach); 0: never (default 15)")
+    g.add_argument("--retries", type=_non_negative(int), default=0, metavar="N",
+                   help="run again on the same hosts after a failure (incl. exit 124), up to N times (default 0)")
+    g.add_argument("--retry-delay", type=_non_negative(float), default=5.0, metavar="SECONDS",
+                   help=f"backoff before retry k: SECONDS x 2^(k-1), at most {BACKOFF_CAP_S:g} (default 5)")
+    g.add_argument("--auto-retry", action="store_true",
+                   help="bad-host failover: split the allocation into active hosts and spares; after a failure "
+                        "exclude the host the failure records (or, failing them, the log) blame and swap in a spare; "
+                        "stop on success, a code error, walltime, no progress twice, or no spares")
+    g.add_argument("-nh", "--nhosts", type=int, metavar="N", help="active hosts for --auto-retry (default: from --np)")
+    g.add_argument("--spare-nodes", type=_spares, metavar="N|auto",
+                   help="hosts kept as spares for --auto-retry (default auto: every host not active)")
+    g.add_argument("--max-failover-retries", type=_non_negative(int), default=10, metavar="N",
+                   help="at most this many --auto-retry retries (default 10)")
+    g.add_argument("--job-dir", metavar="PATH",
+                   help="where each attempt's log, failure records and verdict are kept "
+                        "(default ./ezpz-jobs/<launch id>: the current directory, which ranks on every node can reach)")
+
+
+def supervised(args: argparse.Namespace) -> bool:
+    """Whether the run goes through the attempt loop (any supervision flag given)."""
+    return bool(args.timeout or args.retries or args.auto_retry or args.job_dir)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("launch", help="run a command as N processes with the right launcher",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                        usage="ezpz launch [options] -- COMMAND [ARGS...]")
     p.add_argument("--dry-run", action="store_true", help="print the command on stdout and exit")
     add_launch_flags(p)
+    add_supervision_flags(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to launch, after --")
     p.set_defaults(func=run)
 
@@ -58,13 +124,15 @@ def describe(plan: LaunchPlan, prefix: str, verbose: bool = False) -> None:
         err(f"{prefix}: note: {note}")
 
 
-def execute(plan: LaunchPlan, prefix: str, grace: float, *, job_stdout_to_stderr: bool = False) -> int:
+def execute(plan: LaunchPlan, prefix: str, grace: float, *, job_stdout_to_stderr: bool = False,
+            environ: Mapping[str, str] | None = None) -> int:
     """Run a prepared launch, mapping a missing launcher binary to status 127."""
     grace = seconds_in_range(grace, "--grace", GRACE_RANGE_S,
                              fix="pass --grace SECONDS, from 0 to 86400 (how long an interrupted job may take to exit)")
     err(f"{prefix}: running: {plan.command.shell()}")
     try:
-        return run_command(plan.command, grace_s=grace, stdout=sys.stderr if job_stdout_to_stderr else None)
+        return run_command(plan.command, environ=environ, grace_s=grace,
+                           stdout=sys.stderr if job_stdout_to_stderr else None)
     except OSError as error:
         err(f"{prefix}: error: cannot run {plan.command.argv[0]!r}: {error.strerror or error}. "
             f"Fix: put it on PATH (load your MPI or Slurm module), or pick another with --launcher")
@@ -76,10 +144,22 @@ def run(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
-    plan = prepare(command, launcher=args.launcher, n=args.n, ppn=args.ppn, hostfile=args.hostfile, environ=os.environ,
-                   devices=lambda: planned_device_slots(os.environ))
+    devices = lambda: planned_device_slots(os.environ)  # noqa: E731
+    if args.auto_retry and args.retries:
+        raise ConfigError(name="--retries", value=args.retries, expected="0 with --auto-retry",
+                          fix="--retries reruns on the same hosts, --auto-retry swaps bad hosts: pick one")
+    if (args.nhosts is not None or args.spare_nodes is not None) and not args.auto_retry:
+        raise ConfigError(name="--nhosts/--spare-nodes", value=args.nhosts if args.nhosts is not None
+                          else args.spare_nodes, expected="used with --auto-retry",
+                          fix="add --auto-retry, or give the layout with -n/--ppn/--hostfile")
+    if supervised(args) and not args.dry_run:
+        return supervise(args, command, os.environ, devices,
+                         lambda plan: describe(plan, "ezpz launch", verbose=args.verbose > 0))
+    env = {**os.environ, MARKER: new_launch_id(), LAUNCHER_PID_VAR: str(os.getpid())}
+    plan = prepare(command, launcher=args.launcher, n=args.n, ppn=args.ppn, hostfile=args.hostfile, environ=env,
+                   devices=devices)
     describe(plan, "ezpz launch", verbose=args.verbose > 0)
     if args.dry_run:
         print(plan.command.shell(), flush=True)
         return 0
-    return execute(plan, "ezpz launch", args.grace)
+    return execute(plan, "ezpz launch", args.grace, environ=env)

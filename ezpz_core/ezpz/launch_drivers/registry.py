@@ -30,11 +30,15 @@ def vetted() -> dict[str, Any]:
 
 def scan_drivers() -> list[Any]:
     """Every driver entry point with its distribution and, if refused, why."""
-    import importlib.metadata
+    import os
 
+    from ezpz.plugin_host import ep_cache
     from ezpz.plugin_host.entry_points import scan
+    from ezpz.settings import is_first_rank, parse_bool
 
-    return scan(importlib.metadata.entry_points(group=GROUP), reserved_names=frozenset(DEFAULT_ORDER))
+    eps = ep_cache.entry_points(GROUP, enabled=parse_bool(os.environ, "EZPZ_CACHE", default=True),
+                                write=is_first_rank(os.environ))
+    return scan(eps, reserved_names=frozenset(DEFAULT_ORDER))
 
 
 def installed() -> list[str]:

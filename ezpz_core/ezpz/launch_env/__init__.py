@@ -12,7 +12,6 @@ from collections.abc import Mapping
 
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env.detectors import DETECTORS, detect_layout
-from ezpz.hostlist import expand_nodelist, read_hostfile
 from ezpz.launch_env.rendezvous import derive_port, job_identity, resolve_rendezvous
 
 __all__ = [
@@ -34,3 +33,12 @@ def detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
     inconsistent or a multi-node rendezvous cannot be derived.
     """
     return resolve_rendezvous(detect_layout(environ), environ)
+
+
+def __getattr__(name: str) -> object:
+    """``expand_nodelist`` and ``read_hostfile`` from :mod:`ezpz.hostlist`, imported only when a host list is read."""
+    if name in ("expand_nodelist", "read_hostfile"):
+        from ezpz import hostlist
+
+        return getattr(hostlist, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

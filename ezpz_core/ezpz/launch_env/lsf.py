@@ -21,7 +21,6 @@ from collections.abc import Mapping
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
-from ezpz.hostlist import rankfile_hosts
 from ezpz.launch_env._parse import build, get, need_int, place, read_int
 
 __all__ = ["detect_jsrun"]
@@ -31,6 +30,8 @@ def _hosts(environ: Mapping[str, str]) -> list[str] | None:
     path = get(environ, "LSB_DJOB_RANKFILE")
     if path is None:
         return None
+    from ezpz.hostlist import rankfile_hosts  # only under LSF with a rank file
+
     try:
         return rankfile_hosts(path)
     except (OSError, ValueError) as err:

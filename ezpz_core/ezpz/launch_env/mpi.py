@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import Found, build, get, need_int, place, read_int
-from ezpz.hostlist import read_hostfile
 
 __all__ = ["detect_hydra", "detect_openmpi", "detect_pals"]
 
@@ -90,6 +89,8 @@ def _pals_derived_size(environ: Mapping[str, str], marker: str) -> LaunchEnv:
             "size, and without the node file the number of nodes is unknown",
             fix="export PALS_SIZE=<ranks in all> (or WORLD_SIZE) to every rank, or run inside the PBS job",
         )
+    from ezpz.hostlist import read_hostfile  # only under PALS without a size, to count the nodes
+
     try:
         nodes = len(dict.fromkeys(read_hostfile(path)))
     except (OSError, ValueError) as err:

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
-from ezpz.hostlist import parse_tasks_per_node
 from ezpz.launch_env._parse import MAX_INT, build, first_int, get, need_int, place
 
 __all__ = ["detect_slurm"]
@@ -60,6 +59,8 @@ def detect_slurm(environ: Mapping[str, str]) -> LaunchEnv | str:
     nodes = first_int(environ, ("SLURM_STEP_NUM_NODES", "SLURM_NNODES"), minimum=1)
     tpn_var = next((n for n in _TPN_VARS if get(environ, n) is not None), None)
     if tpn_var is not None:
+        from ezpz.hostlist import parse_tasks_per_node  # only under Slurm, with a tasks-per-node list
+
         groups = parse_tasks_per_node(tpn_var, get(environ, tpn_var) or "")
         count = sum(reps for _, reps in groups)
         total = sum(tasks * reps for tasks, reps in groups)

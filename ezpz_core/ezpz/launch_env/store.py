@@ -16,7 +16,8 @@
   ranks meet under a prefix holding the fingerprint, so a stranger is never
   counted as a rank.
 - **Generations.** Each ``setup()`` in a process uses its own prefix
-  (``ezpz/<fingerprint>/g<n>``), so a second ``setup()`` never reads the
+  (``ezpz/<fingerprint>/a<attempt>/g<n>``; the attempt is ``EZPZ_ATTEMPT`` +
+  ``TORCHELASTIC_RESTART_COUNT``, so a restarted job never meets the last attempt's keys on a store that outlived it), so a second ``setup()`` never reads the
   first one's gloo/NCCL peer addresses (plain torch re-reads them:
   "connectFullMesh failed ... connection refused"). The store itself is kept
   open for the life of the process, so every generation reaches the same
@@ -41,14 +42,20 @@ from ezpz import _log
 from ezpz.errors import JobMismatchError, RendezvousError, RendezvousTimeoutError
 from ezpz.facts import LaunchEnv
 
-__all__ = ["GRACE_S", "Rendezvous", "connect", "fingerprint", "report_refused", "run_bounded"]
+__all__ = ["GRACE_S", "Rendezvous", "connect", "current", "fingerprint", "report_refused", "run_bounded", "this_host"]
 
 GRACE_S = 5.0
 """How long past the timeout ``setup()`` waits for torch to raise its own error before raising one itself."""
 
+EXIT_WAIT_S = 30.0
+"""How long, at exit, the process waits for a store call it stopped waiting for (see :mod:`ezpz.abandoned`)."""
+
 _OWNER = "ezpz/owner"
 _REFUSED = "ezpz/refused"
 _PMI_KEY = "ezpz-rendezvous"
+_ARRIVED = "ezpz-arrived"
+_FAILED = "ezpz-failed"
+_MAX_ROLL = 4096
 _T = TypeVar("_T")
 
 _stores: dict[tuple[str, int, bool], Any] = {}
@@ -79,7 +86,12 @@ def run_bounded(fn: Callable[[], _T], deadline_s: float, on_timeout: Callable[[]
     thread.start()
     thread.join(deadline_s)
     if thread.is_alive():
-        raise on_timeout()
+        from ezpz.abandoned import abandon
+
+        error = on_timeout()
+        # A store call returns once its own timeout passes: let it, before the interpreter finalizes (ezpz.abandoned).
+        abandon(thread, wait_s=EXIT_WAIT_S, must_finish=True, what=f"{getattr(fn, '__qualname__', 'a store call')}")
+        raise error
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -101,6 +113,8 @@ class Rendezvous:
         self.identity = launch.job_id
         self.fingerprint = ""
         self.base: Any = None
+        self.gen: Any = None
+        self.attempt = _attempt(environ)
         self._start = time.monotonic()
 
     @property
@@ -129,7 +143,43 @@ class Rendezvous:
         self.base = store
         _last["rendezvous"] = self
         self._check_owner(store)
-        return dist.PrefixStore(f"ezpz/{self.fingerprint}/g{self.generation}", store)
+        gen = dist.PrefixStore(f"ezpz/{self.fingerprint}/a{self.attempt}/g{self.generation}", store)
+        gen.set(f"{_ARRIVED}/{launch.rank}", this_host(launch))  # who arrived, and from where (for roll calls)
+        self.gen = gen
+        return gen
+
+    # --- roll calls, after a failure -----------------------------------------------------------------------
+
+    def arrived(self) -> dict[int, str]:
+        """Ranks (at most the first 4096) that reached this generation's rendezvous, with their host."""
+        if self.gen is None:
+            return {}
+        found = {}
+        for rank in range(min(self.launch.world_size, _MAX_ROLL)):
+            key = f"{_ARRIVED}/{rank}"
+            if self.gen.check([key]):
+                found[rank] = _text(self.gen.get(key))
+        return found
+
+    def roll_call(self, grace_s: float) -> tuple[list[int], dict[int, str]]:
+        """After a collective failed on this rank: report it, wait up to ``grace_s`` for the others to report.
+
+        The ranks that did not report are the ones that did not arrive at the
+        failed collective (hung, dead, or cut off); returned with the hosts they
+        arrived from at the rendezvous.
+        """
+        if self.gen is None:
+            return [], {}
+        world = min(self.launch.world_size, _MAX_ROLL)
+        self.gen.set(f"{_FAILED}/{self.launch.rank}", "1")
+        deadline = time.monotonic() + grace_s
+        while True:
+            missing = [r for r in range(world) if not self.gen.check([f"{_FAILED}/{r}"])]
+            if not missing or time.monotonic() >= deadline:
+                break
+            time.sleep(min(0.2, max(deadline - time.monotonic(), 0.01)))
+        arrived = self.arrived()
+        return missing, {r: arrived[r] for r in missing if r in arrived}
 
     def _store(self, *, is_master: bool) -> Any:
         import torch.distributed as dist
@@ -230,9 +280,39 @@ def report_refused(deadline_s: float = 2.0) -> None:
         pass
 
 
+def current() -> Rendezvous | None:
+    """The last rendezvous this process opened (the generation its process group uses), or None."""
+    return _last.get("rendezvous")
+
+
+def this_host(launch: LaunchEnv) -> str:
+    """How other nodes know this rank's host: the launcher's host list entry, else the address this host uses
+    to reach the rendezvous (distinct per node even when hostnames are not), else the hostname."""
+    if launch.hosts and 0 <= launch.node_rank < len(launch.hosts):
+        return launch.hosts[launch.node_rank]
+    name = socket.gethostname()
+    if launch.master_addr and launch.num_nodes > 1:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # sends nothing: picks the route
+                probe.connect((launch.master_addr, 9))
+                addr = probe.getsockname()[0]
+            if not addr.startswith("127."):
+                return addr
+        except OSError:
+            pass
+    return name
+
+
 def connect(launch: LaunchEnv, timeout_s: float, environ: Mapping[str, str] | None = None) -> Rendezvous:
     """A :class:`Rendezvous` for ``launch`` (not yet opened)."""
     return Rendezvous(launch, timeout_s, os.environ if environ is None else environ)
+
+
+def _attempt(environ: Mapping[str, str]) -> int:
+    """The job's attempt (``EZPZ_ATTEMPT`` + torchrun's restart count): each attempt meets under its own prefix."""
+    from ezpz.settings import parse_attempt
+
+    return parse_attempt(environ).number
 
 
 def _pmi_available(environ: Mapping[str, str]) -> bool:

@@ -1,1 +1,1 @@
-"""The plugin host: discovery (stevedore, entry points, names filtered before import), typed calls, deadlines, quarantine."""
+"""The plugin host: discovery (a cached entry-point index, names filtered before import), typed calls, deadlines, quarantine."""

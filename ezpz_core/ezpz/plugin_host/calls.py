@@ -23,6 +23,7 @@ from ezpz.plugin_host.deadline import Call, HookTimeout, called, calling, run_wa
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
+    from ezpz.failures.signatures import FailureSignature
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.plugin_host.host import PluginHost
@@ -145,6 +146,23 @@ class Hooks:
 
     def before_init(self, plan: SetupPlan) -> list[tuple[str, LifecycleAction]]:
         return self._call("ezpz_before_init", {"plan": plan}, first=False)
+
+    def failure_signatures(self) -> list[FailureSignature]:
+        """Every plugin's failure signatures, each stamped with its plugin; a list with a bad entry quarantines."""
+        import attrs
+
+        from ezpz.failures.signatures import FailureSignature
+
+        found: list[FailureSignature] = []
+        for name, batch in self._call("ezpz_failure_signatures", {}, first=False):
+            bad = next((s for s in batch if not isinstance(s, FailureSignature)), None)
+            if bad is not None or len(batch) > 1000:
+                why = f"an entry is {type(bad).__name__}" if bad is not None else f"{len(batch)} entries (max 1000)"
+                self.host.quarantine(name, TypeError(f"ezpz_failure_signatures: {why}, expected FailureSignature"),
+                                     stage="hook ezpz_failure_signatures")
+                continue
+            found.extend(attrs.evolve(s, plugin=name) for s in batch)
+        return found
 
     def after_setup(self, runtime: Runtime) -> None:
         self._call("ezpz_after_setup", {"runtime": runtime}, first=False)

@@ -1,8 +1,10 @@
 """Plugin discovery and isolation.
 
-stevedore finds entry points in group ``ezpz`` and loads each one on its own,
-after the allow/deny filters (so a denied plugin's module is never imported);
-pluggy registers and validates them. A plugin that fails to import, implements
+Entry points in group ``ezpz`` are listed from a cached index
+(:mod:`ezpz.plugin_host.ep_cache`), vetted (:mod:`ezpz.plugin_host.entry_points`)
+and each loaded on its own (:mod:`ezpz.plugin_host.isolate`), after the
+allow/deny filters (so a denied plugin's module is never imported); pluggy
+registers and validates them. A plugin that fails to import, implements
 a hook that does not exist, raises inside a hook or returns the wrong type is
 quarantined: unregistered, recorded, and reported with one warning. Strict
 mode (``EZPZ_STRICT_PLUGINS=1``) raises :class:`~ezpz.errors.PluginError` instead.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import pluggy
 
@@ -110,12 +112,14 @@ class PluginHost:
 
         Entry points come from :mod:`importlib.metadata` with the distribution
         that declares each (:mod:`ezpz.plugin_host.entry_points`); refused and filtered ones
-        are recorded without being imported; stevedore imports the rest.
+        are recorded without being imported; the rest are imported one by one.
         """
 
+        from ezpz.plugin_host import ep_cache
         from ezpz.plugin_host.entry_points import scan
 
-        found = scan(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+        found = scan(ep_cache.entry_points(ENTRY_POINT_GROUP, enabled=self.settings.entry_point_cache,
+                                          write=self.settings.entry_point_cache_writer))
         self.check_controls([(f.distribution, f.name) for f in found])
         wanted: list[importlib.metadata.EntryPoint] = []
         for f in found:
@@ -135,27 +139,14 @@ class PluginHost:
             if status == "refused":
                 self._refuse(record, key=f.key)
 
-        def on_failure(_manager: Any, ep: importlib.metadata.EntryPoint, err: BaseException) -> None:
+        def on_failure(ep: importlib.metadata.EntryPoint, err: BaseException) -> None:
             self.quarantine(ep.name, err, stage="import", target=ep.value)
 
-        from ezpz.plugin_host.isolate import IsolatingExtensionManager  # SystemExit etc. at import: quarantined too
+        from ezpz.plugin_host.isolate import load_isolated  # SystemExit etc. at import: quarantined too
 
-        class Vetted(IsolatingExtensionManager):
-            """stevedore, loading only the entry points vetted above (not every one sharing a name)."""
-
-            def list_entry_points(self) -> list[importlib.metadata.EntryPoint]:
-                return wanted
-
-        manager = Vetted(
-            ENTRY_POINT_GROUP,
-            names=[ep.name for ep in wanted],
-            name_order=True,
-            on_load_failure_callback=on_failure,
-            on_missing_entrypoints_callback=None,
-        )
-        for ext in manager.extensions:
-            pending = self._pending[ext.name]
-            self.register(ext.name, ext.plugin, target=pending.target, builtin=pending.builtin, reason=pending.reason)
+        for ep, plugin in load_isolated(wanted, on_failure):
+            pending = self._pending[ep.name]
+            self.register(ep.name, plugin, target=pending.target, builtin=pending.builtin, reason=pending.reason)
         self.validate()
 
     def _refuse(self, record: PluginRecord, *, key: str) -> None:

@@ -169,6 +169,8 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
                  f"ranges {plan.profiling.marker or 'torch record_function only'}", reason=plan.profiling.reason),
         *_compile_decision(plan),
         Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
+        Decision(topic="attempt", chosen=str(settings.attempt), reason=f"from {settings.attempt_from}",
+                 details={"failure records": settings.failure_dir or "not written (EZPZ_FAILURE_DIR unset)"}),
     )
     if plan.threads is not None:
         decisions += (Decision(topic="threads", chosen=f"{plan.threads.threads} intra-op thread(s)",

@@ -6,8 +6,13 @@ import os
 import re
 from collections.abc import Mapping
 
+from typing import TYPE_CHECKING
+
 from ezpz.decisions import SetupPlan
 from ezpz.errors import ConfigError, EzpzError, RendezvousError, RendezvousTimeoutError
+
+if TYPE_CHECKING:
+    from ezpz.launch_env.store import Rendezvous
 
 __all__ = ["init_process_group", "probe_existing_group"]
 
@@ -47,20 +52,21 @@ def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None
                                 world_size=launch.world_size, timeout=_dt.timedelta(seconds=plan.timeout_s), **kwargs)
 
     def overran() -> RendezvousTimeoutError:
-        return RendezvousTimeoutError(
+        return _with_absent(rdzv, RendezvousTimeoutError(
             f"rank {launch.rank} of {launch.world_size} ({launch.launcher}) got no answer at the rendezvous "
             f"{rdzv.where} within {plan.timeout_s:g}s (+{_store.GRACE_S:g}s grace): something there accepted the "
             "connection and never answered as a torch store, or the store stopped answering mid-rendezvous. "
             "Check that MASTER_ADDR/MASTER_PORT point at this job's rank 0 (not a stale service), that all ranks "
             "were launched; raise EZPZ_TIMEOUT if ranks start slowly"
-        )
+        ))
 
     try:
         _store.run_bounded(run, plan.timeout_s + _store.GRACE_S, overran)
     except EzpzError:
         raise
     except Exception as err:  # torch raises DistStoreError/DistNetworkError/RuntimeError
-        raise _named(err, plan, rdzv.where) from err
+        named = _named(err, plan, rdzv.where)
+        raise (_with_absent(rdzv, named) if isinstance(named, RendezvousTimeoutError) else named) from err
     _store.report_refused()
 
 
@@ -77,6 +83,28 @@ def probe_existing_group():  # type: ignore[no-untyped-def]
     frameworks = dict.fromkeys(label for module, label in _GROUP_MAKERS if module in sys.modules)
     return ExistingGroup(backend=str(dist.get_backend()), rank=dist.get_rank(), world_size=dist.get_world_size(),
                          frameworks=tuple(frameworks))
+
+
+def _with_absent(rdzv: Rendezvous, err: RendezvousTimeoutError, deadline_s: float = 3.0) -> RendezvousTimeoutError:
+    """``err`` with the ranks that never reached the store named (``missing_ranks``), when the store can tell."""
+    from ezpz.launch_env import store as _store
+
+    try:
+        arrived = _store.run_bounded(rdzv.arrived, deadline_s, lambda: TimeoutError("the store did not answer"))
+    except Exception:  # the store itself is gone: nothing more to say than the error already does
+        return err
+    missing = [r for r in range(rdzv.launch.world_size) if r not in arrived]
+    if not missing or not arrived:
+        return err
+    here = ", ".join(f"{r} on {h}" for r, h in sorted(arrived.items())[:16])
+    named = type(err)(f"{err} [ranks that never arrived: {_ranks(missing)}; arrived: {here}]")
+    named.missing_ranks = tuple(missing)  # type: ignore[attr-defined]  # read by ezpz.failures.capture
+    return named
+
+
+def _ranks(ranks: list[int], limit: int = 32) -> str:
+    shown = ", ".join(map(str, ranks[:limit]))
+    return shown + (f" and {len(ranks) - limit} more" if len(ranks) > limit else "")
 
 
 def _named(err: Exception, plan: SetupPlan, where: str) -> Exception:

@@ -97,6 +97,13 @@ class Caller:
         return value
 
 
+def _signatures(value: list[Any]) -> list[str]:
+    from ezpz.failures.signatures import FailureSignature
+
+    bad = [type(v).__name__ for v in value if not isinstance(v, FailureSignature)]
+    return [f"entries that are not FailureSignature: {', '.join(bad[:5])}"] if bad else []
+
+
 def _fp32_off(value: AmpPolicy) -> list[str]:
     if value.dtype != "fp32" or value.autocast:
         return [f"requested fp32 but got {value.dtype} with autocast {'on' if value.autocast else 'off'}"]
@@ -188,4 +195,5 @@ def exercise(
 
     caller.call("ezpz_detect_launch_env", "inputs", {"environ": environ})
     caller.call("ezpz_detect_launch_env", "empty environment", {"environ": {}})
+    caller.call("ezpz_failure_signatures", "signatures", {}, check=_signatures)
     return extra_results

@@ -24,6 +24,7 @@ __all__ = [
     "ezpz_amp_policy",
     "ezpz_compile_policy",
     "ezpz_before_init",
+    "ezpz_failure_signatures",
     "ezpz_probe_devices",
     "ezpz_profiling",
     "ezpz_select_backend",
@@ -199,7 +200,28 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
             reason="CUDA was initialised while probing devices (NVML was not usable): subprocesses forked from here "
             "cannot use CUDA, so start CUDA workers with the 'spawn' method, or install ezpz-cuda[nvml]",
         )
-    return with_ds_accelerator(said, DS_ACCELERATOR, "CUDA")
+    return _with_hang_budget(with_ds_accelerator(said, DS_ACCELERATOR, "CUDA"), plan)
+
+
+def _with_hang_budget(action: LifecycleAction, plan: SetupPlan) -> LifecycleAction:
+    """Under NCCL across ranks, torch's NCCL watchdog set to fail a hang within the plan's timeout."""
+    if plan.backend.name != "nccl" or not plan.launch.distributed:
+        return action
+    from ezpz_cuda.failures import nccl_watchdog_env
+
+    env = nccl_watchdog_env(plan.timeout_s)
+    return action.also(f"NCCL hang budget from the {plan.timeout_s:g}s timeout: the watchdog takes a rank down when a "
+                       f"collective times out, and aborts a stuck watchdog after "
+                       f"{env['TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC']}s", env)
+
+
+@hookimpl
+def ezpz_failure_signatures() -> list[Any]:
+    """NCCL and CUDA failure texts (:data:`ezpz_cuda.failures.SIGNATURES`), with their sources."""
+    from ezpz.failures.signatures import FailureSignature
+    from ezpz_cuda.failures import SIGNATURES
+
+    return [FailureSignature(pattern=p, kind=k, reason=r, blames_host=b, source=src) for p, k, r, b, src in SIGNATURES]
 
 
 def triton_found() -> bool:

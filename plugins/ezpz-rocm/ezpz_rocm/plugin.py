@@ -22,6 +22,7 @@ __all__ = [
     "ezpz_amp_policy",
     "ezpz_compile_policy",
     "ezpz_before_init",
+    "ezpz_failure_signatures",
     "ezpz_probe_devices",
     "ezpz_profiling",
     "ezpz_select_backend",
@@ -147,7 +148,28 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     from ezpz_rocm import policy
     from ezpz_rocm.compile_policy import DS_ACCELERATOR
 
-    return with_ds_accelerator(policy.tunableop_action(facts), DS_ACCELERATOR, "CUDA (HIP)")
+    return _with_hang_budget(with_ds_accelerator(policy.tunableop_action(facts), DS_ACCELERATOR, "CUDA (HIP)"), plan)
+
+
+def _with_hang_budget(action: LifecycleAction, plan: SetupPlan) -> LifecycleAction:
+    """Under RCCL across ranks, torch's NCCL watchdog set to fail a hang within the plan's timeout."""
+    if plan.backend.name != "nccl" or not plan.launch.distributed:
+        return action
+    from ezpz_rocm.failures import nccl_watchdog_env
+
+    env = nccl_watchdog_env(plan.timeout_s)
+    return action.also(f"RCCL hang budget from the {plan.timeout_s:g}s timeout: the watchdog takes a rank down when a "
+                       f"collective times out, and aborts a stuck watchdog after "
+                       f"{env['TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC']}s", env)
+
+
+@hookimpl
+def ezpz_failure_signatures() -> list[Any]:
+    """RCCL, HIP and ROCm runtime failure texts (:data:`ezpz_rocm.failures.SIGNATURES`), with their sources."""
+    from ezpz.failures.signatures import FailureSignature
+    from ezpz_rocm.failures import SIGNATURES
+
+    return [FailureSignature(pattern=p, kind=k, reason=r, blames_host=b, source=src) for p, k, r, b, src in SIGNATURES]
 
 
 def triton_found() -> bool:

@@ -24,6 +24,7 @@ __all__ = [
     "ezpz_amp_policy",
     "ezpz_compile_policy",
     "ezpz_before_init",
+    "ezpz_failure_signatures",
     "ezpz_probe_devices",
     "ezpz_profiling",
     "ezpz_select_backend",
@@ -158,7 +159,20 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     from ezpz.plugin_kit import with_ds_accelerator
     from ezpz_xpu.compile_policy import DS_ACCELERATOR
 
+    if plan.launch.distributed and plan.backend.name in ("xccl", "ccl"):
+        from ezpz_xpu.failures import HANG_BUDGET_REASON
+
+        said.append(HANG_BUDGET_REASON)
     return with_ds_accelerator(LifecycleAction(reason="; ".join(said)), DS_ACCELERATOR, "XPU")
+
+
+@hookimpl
+def ezpz_failure_signatures() -> list[Any]:
+    """Level Zero / Unified Runtime failure texts (:data:`ezpz_xpu.failures.SIGNATURES`), with their sources."""
+    from ezpz.failures.signatures import FailureSignature
+    from ezpz_xpu.failures import SIGNATURES
+
+    return [FailureSignature(pattern=p, kind=k, reason=r, blames_host=b, source=src) for p, k, r, b, src in SIGNATURES]
 
 
 def host_platform() -> str:

@@ -1,0 +1,202 @@
+"""Write a :class:`~ezpz.failures.record.FailureRecord` when a rank that went through ``setup()`` ends abnormally.
+
+``setup()`` calls :func:`install`; ``teardown()`` calls :func:`uninstall`.
+Installed, this module
+
+- chains ``sys.excepthook``: an uncaught exception is classified
+  (:mod:`ezpz.failures.classify`); for a timeout or a lost peer the rank
+  first holds a **roll call** in the rendezvous store (each failing rank
+  reports, waits a short grace for the others; those that never report are
+  the ranks that did not arrive) and logs ``rank_failed`` naming them and their
+  hosts, then writes its record and hands the exception to the previous hook;
+- catches SIGTERM (when nobody else handles it), writes a ``signal`` record,
+  and dies of the same signal, so the exit status a launcher sees is unchanged.
+
+Records are written only when ``EZPZ_FAILURE_DIR`` is set; the named log line
+is written either way. Nothing here raises: a failure to record never hides
+the failure itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ezpz import _log
+
+if TYPE_CHECKING:  # classify/record/signatures load when a rank fails, not on every setup()
+    from ezpz.failures.classify import Classified
+    from ezpz.failures.record import FailureRecord
+    from ezpz.failures.signatures import FailureSignature
+    from ezpz.plugin_host.calls import Hooks
+    from ezpz.decisions import SetupPlan
+    from ezpz.settings import SetupSettings
+
+__all__ = ["ROLL_CALL_GRACE_S", "install", "install_for_setup", "installed", "record_exception", "uninstall"]
+
+ROLL_CALL_GRACE_S = 5.0
+"""How long a failing rank waits for the others to report in, at most (and at most a quarter of the timeout)."""
+
+_state: dict[str, Any] = {}
+_CATCH = (signal.SIGTERM,)
+
+
+class _Capture:
+    def __init__(self, *, rank: int, world_size: int, host: str, attempt: int, directory: str | None,
+                 signatures: Sequence[FailureSignature] | Callable[[], Sequence[FailureSignature]],
+                 timeout_s: float) -> None:
+        self.rank, self.world_size, self.host, self.attempt = rank, world_size, host, attempt
+        self.directory, self._signatures = directory, signatures
+        self.grace_s = min(ROLL_CALL_GRACE_S, max(timeout_s / 4, 0.5))
+        self.written: Path | None = None
+        self.done = False
+
+    @property
+    def signatures(self) -> tuple[FailureSignature, ...]:
+        """The plugins' failure signatures, asked for at the first failure (setup() does not pay for them)."""
+        if callable(self._signatures):
+            try:
+                self._signatures = tuple(self._signatures())
+            except Exception as err:  # a failing rank still gets its record, classified without plugin help
+                _log.get_logger("ezpz.failures").warning("failure_signatures_unavailable", error=repr(err))
+                self._signatures = ()
+        return tuple(self._signatures)
+
+
+def installed() -> bool:
+    return "capture" in _state
+
+
+def install(*, rank: int, world_size: int, host: str, attempt: int, directory: str | None,
+            signatures: Sequence[FailureSignature] | Callable[[], Sequence[FailureSignature]] = (),
+            timeout_s: float = 300.0) -> None:
+    """Start capturing failures of this rank (idempotent: a second call replaces the facts, not the hooks)."""
+    _state["capture"] = _Capture(rank=rank, world_size=world_size, host=host, attempt=attempt, directory=directory,
+                                 signatures=signatures, timeout_s=timeout_s)
+    if "excepthook" not in _state:
+        _state["excepthook"] = sys.excepthook
+        sys.excepthook = _excepthook
+    if threading.current_thread() is threading.main_thread():
+        for sig in _CATCH:
+            if sig in _state.get("signals", {}):
+                continue
+            previous = signal.getsignal(sig)
+            if previous in (signal.SIG_DFL, None):  # someone else's handler stays theirs
+                signal.signal(sig, _on_signal)
+                _state.setdefault("signals", {})[sig] = previous
+
+
+def install_for_setup(plan: SetupPlan, settings: SetupSettings, hooks: Hooks) -> None:
+    """:func:`install` with what ``setup()`` knows: the plan's rank and layout, the attempt, the plugins' signatures."""
+    from ezpz.launch_env.store import this_host
+
+    install(rank=plan.launch.rank, world_size=plan.launch.world_size, host=this_host(plan.launch),
+            attempt=settings.attempt, directory=settings.failure_dir, signatures=hooks.failure_signatures,
+            timeout_s=plan.timeout_s)
+
+
+def uninstall() -> None:
+    """Stop capturing; restore the previous excepthook and signal handlers (if still ours)."""
+    hook = _state.pop("excepthook", None)
+    if hook is not None and sys.excepthook is _excepthook:
+        sys.excepthook = hook
+    if threading.current_thread() is threading.main_thread():
+        for sig, previous in _state.pop("signals", {}).items():
+            if signal.getsignal(sig) is _on_signal:
+                signal.signal(sig, previous)
+    _state.pop("capture", None)
+
+
+def record_exception(exc: BaseException) -> FailureRecord | None:
+    """Classify ``exc``, hold a roll call when it is a timeout or lost peer, log it and write the record.
+
+    For code that catches its own failure and still wants it recorded; the
+    excepthook calls this too. Returns the record (also when nothing is written
+    because ``EZPZ_FAILURE_DIR`` is unset), or None when not installed.
+    """
+    cap: _Capture | None = _state.get("capture")
+    if cap is None:
+        return None
+    from ezpz.failures.classify import classify_exception
+
+    found = classify_exception(exc, cap.signatures)
+    missing_ranks: tuple[int, ...] = tuple(getattr(exc, "missing_ranks", ()) or ())
+    missing_hosts: tuple[str, ...] = ()
+    if found.kind in ("timeout", "lost_peer") and cap.world_size > 1:
+        ranks, hosts = _roll_call(cap)
+        missing_ranks = missing_ranks or ranks
+        missing_hosts = hosts
+    return _write(cap, found, missing_ranks, missing_hosts)
+
+
+def _roll_call(cap: _Capture) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    from ezpz.launch_env import store
+
+    rdzv = store.current()
+    if rdzv is None or rdzv.gen is None:
+        return (), ()
+    try:
+        missing, hosts = store.run_bounded(lambda: rdzv.roll_call(cap.grace_s), cap.grace_s + 3.0,
+                                           lambda: TimeoutError("the store did not answer the roll call"))
+    except Exception:  # the store is gone: it lives with rank 0, on the first host
+        if cap.rank == 0:
+            return (), ()
+        return (0,), ((rdzv.launch.hosts[0],) if rdzv.launch.hosts else (rdzv.addr,))
+    missing = [r for r in missing if r != cap.rank]
+    return tuple(missing), tuple(hosts[r] for r in missing if r in hosts)
+
+
+def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missing_hosts: Sequence[str]
+           ) -> FailureRecord:
+    from ezpz.failures.record import FailureRecord, write_failure
+
+    record = FailureRecord(rank=cap.rank, host=cap.host, attempt=cap.attempt, kind=found.kind,
+                           first_line=found.first_line, missing_ranks=missing_ranks, missing_hosts=missing_hosts,
+                           exception_type=found.exception_type)
+    where = None
+    if cap.directory is not None and not cap.done:
+        try:
+            where = cap.written = write_failure(record, cap.directory)
+        except OSError as err:
+            _log.get_logger("ezpz.failures").warning("failure_record_not_written", directory=cap.directory,
+                                                     error=str(err)[:200])
+    cap.done = True
+    absent = ""
+    if record.missing_ranks:
+        hosts = f" on {', '.join(record.missing_hosts)}" if record.missing_hosts else ""
+        absent = f"rank(s) {', '.join(map(str, record.missing_ranks[:32]))}{hosts} did not arrive"
+    _log.get_logger("ezpz.failures").error(
+        "rank_failed", kind=record.kind, host=record.host, attempt=record.attempt, missing=absent or "none known",
+        error=record.first_line, how=found.how, record=str(where) if where else "not written (EZPZ_FAILURE_DIR unset)")
+    return record
+
+
+def _excepthook(etype: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    try:
+        if not isinstance(value, SystemExit):
+            record_exception(value)
+    except Exception:  # recording must never hide the failure
+        pass
+    previous = _state.get("excepthook") or sys.__excepthook__
+    previous(etype, value, tb)
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    cap: _Capture | None = _state.get("capture")
+    if cap is not None and not cap.done:
+        name = signal.Signals(signum).name
+        try:
+            from ezpz.failures.classify import Classified
+
+            _write(cap, Classified("signal", f"{name}: the rank was told to stop", "", f"caught {name}"), (), ())
+        except Exception:
+            pass
+    previous = _state.get("signals", {}).get(signum, signal.SIG_DFL)
+    signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+    os.kill(os.getpid(), signum)  # die of the same signal: the launcher sees what it would have seen

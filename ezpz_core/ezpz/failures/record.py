@@ -1,0 +1,167 @@
+"""One rank's failure record: a small JSON file ``<dir>/rank-<rank>.json``, written atomically.
+
+The directory is ``EZPZ_FAILURE_DIR`` (set per attempt by ``ezpz launch``; a
+user can set it too). Readers treat every file as hostile: a file that is too
+large, not JSON, or has a missing or ill-typed field is skipped with a reason,
+never raised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from attrs import field, frozen
+
+__all__ = ["KINDS", "MAX_RECORD_BYTES", "FailureRecord", "Skipped", "read_failures", "read_failures_verbose",
+           "write_failure"]
+
+KINDS = ("code_error", "lost_peer", "timeout", "oom", "signal")
+"""``code_error``: the user's code raised; ``lost_peer``: a peer went away; ``timeout``: a collective or the
+rendezvous ran past ``EZPZ_TIMEOUT``; ``oom``: out of (device or host) memory; ``signal``: SIGTERM/SIGINT."""
+MAX_RECORD_BYTES = 64 * 1024
+_MAX_LINE = 500
+_MAX_PEERS = 4096
+_NAME = re.compile(r"^rank-(\d{1,9})\.json$")
+
+
+def _kind(_inst: Any, _attr: Any, value: str) -> None:
+    if value not in KINDS:
+        raise ValueError(f"kind {value!r} is not one of {', '.join(KINDS)}")
+
+
+def _non_negative(_inst: Any, attr: Any, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{attr.name} {value!r} is not a non-negative integer")
+
+
+def _line(value: object) -> str:
+    from ezpz.redact import scrub
+
+    text = str(value).strip().splitlines()
+    return scrub(text[0] if text else "")[:_MAX_LINE]
+
+
+@frozen(kw_only=True)
+class FailureRecord:
+    """What one rank knew when it ended abnormally. ``first_line`` is scrubbed of secrets (:mod:`ezpz.redact`)."""
+
+    rank: int = field(validator=_non_negative)
+    host: str
+    attempt: int = field(validator=_non_negative)
+    kind: str = field(validator=_kind)
+    first_line: str = field(converter=_line)
+    missing_ranks: tuple[int, ...] = field(default=(), converter=lambda v: tuple(sorted(int(r) for r in v)))
+    missing_hosts: tuple[str, ...] = field(default=(), converter=lambda v: tuple(sorted({str(h) for h in v})))
+    exception_type: str = ""
+    pid: int = field(factory=os.getpid, validator=_non_negative)
+    time: float = field(factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "host": self.host, "attempt": self.attempt, "kind": self.kind,
+                "first_line": self.first_line, "missing_ranks": list(self.missing_ranks),
+                "missing_hosts": list(self.missing_hosts), "exception_type": self.exception_type,
+                "pid": self.pid, "time": self.time}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FailureRecord:
+        """A record from parsed JSON; ValueError/TypeError naming the bad field otherwise."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a record is a JSON object, not {type(data).__name__}")
+        kw: dict[str, Any] = {}
+        for name, kinds in (("rank", int), ("host", str), ("attempt", int), ("kind", str), ("first_line", str),
+                            ("pid", int), ("time", (int, float))):
+            if name not in data:
+                raise ValueError(f"field {name!r} is missing")
+            value = data[name]
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise TypeError(f"field {name!r} is {type(value).__name__}, not {getattr(kinds, '__name__', 'number')}")
+            kw[name] = value
+        ranks, hosts = data.get("missing_ranks", []), data.get("missing_hosts", [])
+        if not (isinstance(ranks, list) and len(ranks) <= _MAX_PEERS
+                and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks)):
+            raise TypeError("field 'missing_ranks' is not a list of non-negative integers")
+        if not (isinstance(hosts, list) and len(hosts) <= _MAX_PEERS and all(isinstance(h, str) for h in hosts)):
+            raise TypeError("field 'missing_hosts' is not a list of strings")
+        etype = data.get("exception_type", "")
+        if not isinstance(etype, str):
+            raise TypeError("field 'exception_type' is not a string")
+        return cls(missing_ranks=ranks, missing_hosts=hosts, exception_type=etype[:200], **kw)
+
+
+def write_failure(record: FailureRecord, directory: str | os.PathLike[str]) -> Path:
+    """Write ``record`` to ``<directory>/rank-<rank>.json`` atomically (temporary file, then ``os.replace``)."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"rank-{record.rank}.json"
+    fd, tmp = tempfile.mkstemp(prefix=f".rank-{record.rank}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(record.to_dict(), out, sort_keys=True)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return final
+
+
+@frozen
+class Skipped:
+    """A file :func:`read_failures_verbose` did not accept, and why."""
+
+    path: Path
+    reason: str
+
+
+def read_failures_verbose(directory: str | os.PathLike[str]) -> tuple[list[FailureRecord], list[Skipped]]:
+    """Every valid ``rank-*.json`` in ``directory`` (sorted by rank), and each file skipped with its reason."""
+    folder = Path(directory)
+    records: list[FailureRecord] = []
+    skipped: list[Skipped] = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return records, skipped
+    for path in entries:
+        if not _NAME.match(path.name):
+            continue
+        try:
+            if not path.is_file():
+                raise ValueError("not a regular file")
+            size = path.stat().st_size
+            if size > MAX_RECORD_BYTES:
+                raise ValueError(f"{size} bytes, more than the {MAX_RECORD_BYTES} a record may have")
+            with path.open("rb") as fh:
+                data = json.loads(fh.read(MAX_RECORD_BYTES + 1).decode("utf-8"))
+            record = FailureRecord.from_dict(data)
+            if f"rank-{record.rank}.json" != path.name:
+                raise ValueError(f"holds rank {record.rank}, but its name says otherwise")
+            records.append(record)
+        except (OSError, ValueError, TypeError, UnicodeDecodeError, RecursionError) as err:
+            skipped.append(Skipped(path, f"{type(err).__name__}: {err}"[:300]))
+    records.sort(key=lambda r: r.rank)
+    return records, skipped
+
+
+def read_failures(directory: str | os.PathLike[str]) -> list[FailureRecord]:
+    """Every valid record in ``directory``, sorted by rank; each bad file is skipped and logged with its reason
+    (``failure_record_skipped``; :func:`read_failures_verbose` returns them instead)."""
+    records, skipped = read_failures_verbose(directory)
+    if skipped:
+        from ezpz._log import get_logger
+
+        log = get_logger("ezpz.failures")
+        for bad in skipped:
+            log.warning("failure_record_skipped", path=str(bad.path), reason=bad.reason)
+    return records

@@ -1,0 +1,61 @@
+"""Split an allocation's hosts into the ones a job runs on and spares, and swap a bad host for a spare (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from attrs import field, frozen
+
+from ezpz.errors import ConfigError
+
+__all__ = ["HostPool", "active_hosts_wanted", "split_allocation"]
+
+
+@frozen(kw_only=True)
+class HostPool:
+    """The hosts of the next attempt, the spares left, and those excluded so far (in the order excluded)."""
+
+    active: tuple[str, ...] = field(converter=tuple)
+    spares: tuple[str, ...] = field(default=(), converter=tuple)
+    excluded: tuple[str, ...] = field(default=(), converter=tuple)
+
+    def swap(self, bad: Sequence[str]) -> tuple[HostPool, tuple[tuple[str, str], ...]]:
+        """Replace each bad active host by the next spare, keeping positions; ValueError if too few spares."""
+        bad = [h for h in dict.fromkeys(bad) if h in self.active]
+        if len(bad) > len(self.spares):
+            raise ValueError(f"{len(bad)} host(s) to replace but {len(self.spares)} spare(s) left")
+        spares = list(self.spares)
+        swaps = tuple((h, spares.pop(0)) for h in bad)
+        mapping = dict(swaps)
+        active = tuple(mapping.get(h, h) for h in self.active)
+        return HostPool(active=active, spares=spares, excluded=(*self.excluded, *bad)), swaps
+
+
+def active_hosts_wanted(nhosts: int | None, np: int | None, ppn: int | None) -> int:
+    """How many hosts a job runs on: ``--nhosts``, else ``ceil(--np / --ppn)``; ConfigError naming the flag."""
+    if nhosts is not None:
+        if nhosts < 1:
+            raise ConfigError(name="--nhosts", value=nhosts, expected="a positive number of hosts",
+                              fix="pass --nhosts 1 or more")
+        return nhosts
+    if np is None:
+        raise ConfigError(name="--auto-retry", value="", expected="the active size: --nhosts, or --np (with --ppn)",
+                          fix="say how many hosts the job runs on, e.g. --nhosts 3 --spare-nodes 1")
+    return math.ceil(np / (ppn or 1))
+
+
+def split_allocation(hosts: Sequence[str], active: int, spares: int | None, source: str) -> HostPool:
+    """The first ``active`` hosts run the job; the next ``spares`` (default: all the rest) wait as spares."""
+    hosts = tuple(dict.fromkeys(hosts))
+    if active > len(hosts):
+        raise ConfigError(name="--nhosts", value=active, expected=f"at most the {len(hosts)} host(s) of {source}",
+                          fix="ask for fewer active hosts, or run in a bigger allocation / a longer --hostfile")
+    rest = len(hosts) - active
+    if spares is None:
+        spares = rest
+    if spares < 0 or spares > rest:
+        raise ConfigError(name="--spare-nodes", value=spares,
+                          expected=f"0 to {rest}: {len(hosts)} host(s) in {source}, {active} active",
+                          fix="pass --spare-nodes auto (all hosts not active) or a smaller number")
+    return HostPool(active=hosts[:active], spares=hosts[active:active + spares])

@@ -1,0 +1,38 @@
+"""Launcher-side failure texts, matched in a job's log only for ranks killed before they could write a record.
+
+Plugins add their vendors' texts through the ``ezpz_failure_signatures`` hook;
+these are the launchers' own, with the host named on the line.
+"""
+
+from __future__ import annotations
+
+from ezpz.failures.signatures import FailureSignature
+
+__all__ = ["LAUNCHER_SIGNATURES"]
+
+LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
+    FailureSignature(
+        pattern=r"shepherd\s+died\s+from\s+signal\s+9\b", kind="signal", blames_host=True, plugin="ezpz launch",
+        reason="Cray PALS: the node's shepherd was killed (the node went bad mid-run); the line starts with the host",
+        source="original ezpz failover/patterns/aurora.py (Aurora jobs 8459818, 8460301, 8463659)"),
+    FailureSignature(
+        pattern=r"Connection closed by peer\s+\[[^\]]+\]:\d+", kind="lost_peer", blames_host=True,
+        plugin="ezpz launch",
+        reason="gloo: the peer at the address in brackets closed its connection (its process or host went away)",
+        source="gloo/transport/tcp/pair.cc; original ezpz failover/patterns/aurora.py (jobs 8470102, 8479581)"),
+    FailureSignature(
+        pattern=r"mpiexec noticed that process rank \d+ with PID \d+ on node \S+ exited on signal 9\b",
+        kind="signal", blames_host=True, plugin="ezpz launch",
+        reason="Open MPI: the first rank to end was SIGKILLed from outside (node failure, OOM killer, operator); "
+               "the line names its node",
+        source="Open MPI 4.1 orte/mca/errmgr (the 'mpiexec noticed that process rank' help text)"),
+    FailureSignature(
+        pattern=r"Remote daemon:\s+\[\[[\d,]+\],\d+\] on node \S+", kind="lost_peer", blames_host=True,
+        plugin="ezpz launch",
+        reason="Open MPI: mpiexec lost contact with the daemon on the named node (its network or the node went away)",
+        source="Open MPI 4.1 orte/mca/errmgr help-errmgr-base.txt (lost-connection: 'ORTE has lost communication')"),
+    FailureSignature(
+        pattern=r"srun: error: \S+: tasks? [\d,-]+: Killed\b", kind="signal", blames_host=True, plugin="ezpz launch",
+        reason="Slurm: tasks on the named node were SIGKILLed (node failure, OOM killer)",
+        source="Slurm srun (step task exit reporting)"),
+)

@@ -1,0 +1,228 @@
+"""What to do after an attempt: a pure policy over what the attempt left behind, with its reason.
+
+The facts are the attempt's status, whether the idle-output watchdog ended
+it, the failure records its ranks wrote (:mod:`ezpz.failures.record`), the
+ranks still running when it went silent, which rank ran on which host, and
+(only for ranks killed without a chance to write) failure signatures found in
+its log. :func:`classify` answers with a :class:`Verdict`: the outcome, whether
+to retry, the hosts to exclude, the evidence, and each rejected alternative.
+
+Termination matrix (first row that applies wins):
+
+====================  ====================================================  ===========================
+outcome               when                                                  then
+====================  ====================================================  ===========================
+success               status 0                                              stop, 0
+interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
+code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
+bad_host              records name hosts (missing ranks), or the one host   exclude, swap in spares
+                      whose ranks all vanished while every other host
+                      wrote a record, or (no records) a log signature;
+                      enough spares are left
+exhausted             bad hosts named, too few spares                       stop
+walltime              status 143 (SIGTERM from the scheduler), no evidence  stop
+stuck                 this and the previous attempt never reached a step    stop
+hang                  the watchdog ended it, no host named                  retry on the same hosts
+unknown               failed, nothing names a host                          retry on the same hosts
+limit                 ``--max-failover-retries`` attempts used              stop
+====================  ====================================================  ===========================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from attrs import field, frozen
+
+from ezpz.failures.record import FailureRecord
+from ezpz.failures.signatures import FailureSignature
+
+__all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits"]
+
+OUTCOMES = ("success", "interrupted", "code_error", "bad_host", "exhausted", "walltime", "stuck", "hang",
+            "unknown", "limit")
+WALLTIME_STATUS = 143
+
+
+@frozen(kw_only=True)
+class LogHit:
+    """A failure signature found in an attempt's log, and the active hosts named on that line."""
+
+    line: str
+    kind: str
+    reason: str
+    blames_host: bool
+    hosts: tuple[str, ...] = field(default=(), converter=tuple)
+
+
+@frozen(kw_only=True)
+class AttemptFacts:
+    """Everything :func:`classify` may look at about one finished attempt."""
+
+    attempt: int
+    status: int
+    hosts: tuple[str, ...] = field(converter=tuple)
+    rank_hosts: Mapping[int, str] = field(factory=dict, converter=dict, hash=False)
+    records: tuple[FailureRecord, ...] = field(default=(), converter=tuple)
+    timed_out: bool = False
+    interrupted: bool = False
+    progress: bool = True
+    alive_ranks: tuple[int, ...] = field(default=(), converter=tuple)
+    log_hits: tuple[LogHit, ...] = field(default=(), converter=tuple)
+
+
+@frozen(kw_only=True)
+class Verdict:
+    """The outcome, whether to run again, the hosts to exclude and why (``evidence``), and what was rejected."""
+
+    outcome: str
+    retry: bool
+    reason: str
+    exclude: tuple[str, ...] = field(default=(), converter=tuple)
+    evidence: tuple[str, ...] = field(default=(), converter=tuple)
+    rejected: tuple[tuple[str, str], ...] = field(default=(), converter=tuple)
+
+
+def backoff_s(retry: int, base_s: float, cap_s: float = 60.0) -> float:
+    """Delay before retry number ``retry`` (1, 2, ...): ``base_s``, doubled each time, at most ``cap_s``."""
+    return min(cap_s, base_s * 2 ** max(0, retry - 1))
+
+
+def log_hits(text: str, signatures: Sequence[FailureSignature], hosts: Sequence[str]) -> tuple[LogHit, ...]:
+    """Each line of ``text`` that matches a signature (first match per line), with the active hosts it names."""
+    compiled = [(s, re.compile(s.pattern, re.IGNORECASE)) for s in signatures]
+    named = [(h, re.compile(rf"(?<![\w.-]){re.escape(h)}(?![\w-])")) for h in hosts]  # host.fqdn counts
+    found = []
+    for line in text.splitlines():
+        for sig, rx in compiled:
+            if rx.search(line):
+                found.append(LogHit(line=line.strip()[:300], kind=sig.kind, reason=sig.reason,
+                                    blames_host=sig.blames_host,
+                                    hosts=tuple(h for h, hx in named if hx.search(line))))
+                break
+    return tuple(found)
+
+
+def _said(r: FailureRecord) -> str:
+    """The record's first line, led by its exception type unless the line already starts with it."""
+    if r.exception_type and not r.first_line.startswith(r.exception_type):
+        return f"{r.exception_type}: {r.first_line}"
+    return r.first_line
+
+
+def _host(facts: AttemptFacts, rank: int) -> str | None:
+    return facts.rank_hosts.get(rank)
+
+
+def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+    """Hosts the evidence names, each with why; and the evidence looked at and set aside."""
+    blamed: dict[str, list[str]] = {}
+    accusers: dict[str, set[str]] = {}  # host -> the hosts whose ranks named it
+    set_aside: list[tuple[str, str]] = []
+    active = set(facts.hosts)
+    peers = [r for r in facts.records if r.kind in ("lost_peer", "timeout")]
+    # a peer told to stop (SIGTERM, by the launcher reacting to another rank) before this rank lost it is a
+    # consequence of the failure, not its cause
+    stopped = {r.rank: r.time for r in facts.records if r.kind == "signal"}
+    for r in peers:
+        where = _host(facts, r.rank) or r.host
+        for m in r.missing_ranks:
+            h = _host(facts, m)
+            if m in stopped and stopped[m] <= r.time:
+                set_aside.append(("lost_peer", f"rank {r.rank} lost rank {m}, but rank {m} had recorded a stop "
+                                               f"signal first: the launcher was already ending the job"))
+            elif h is not None and h != where:
+                accusers.setdefault(h, set()).add(where)
+                blamed.setdefault(h, []).append(
+                    f"rank {r.rank} (host {where}) recorded {r.kind}: rank {m} (host {h}) did not answer")
+        for h in r.missing_hosts:
+            on_h = [k for k, v in facts.rank_hosts.items() if v == h]
+            if on_h and all(k in stopped and stopped[k] <= r.time for k in on_h):
+                continue
+            if h in active and h != where:
+                accusers.setdefault(h, set()).add(where)
+                blamed.setdefault(h, []).append(f"rank {r.rank} (host {where}) recorded {r.kind}: host {h} missing")
+    if len(blamed) > 1:  # accusations disagree (a cut-off host names everyone else): keep the most-named
+        by = {h: len(accusers.get(h, ())) for h in blamed}
+        top = max(by.values())
+        if top > 1:
+            for h in [h for h, n in by.items() if n < top]:
+                set_aside.append(("lost_peer", f"host {h} is named by ranks on {by[h]} host(s) only, fewer than "
+                                                f"the {top} that name {', '.join(k for k, n in by.items() if n == top)}"))
+                del blamed[h]
+    if peers and facts.rank_hosts and not blamed:  # hosts whose every rank vanished without a word while peers lost them
+        wrote = {_host(facts, r.rank) for r in facts.records}
+        silent = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
+        if len(silent) > 1:
+            set_aside.append(("vanished", f"hosts {', '.join(silent)} all left no record: too many to tell which "
+                                          f"went away and which the launcher killed"))
+        elif silent and len(silent) < len(facts.hosts):
+            for h in silent:
+                ranks = sorted(k for k, v in facts.rank_hosts.items() if v == h)
+                blamed.setdefault(h, []).append(
+                    f"every rank on host {h} ({', '.join(map(str, ranks))}) vanished without a record "
+                    f"while {len(peers)} peer(s) recorded lost_peer/timeout")
+    if not blamed:  # fallback: ranks killed without a chance to write, seen only in the log
+        for hit in facts.log_hits:
+            if hit.blames_host and hit.hosts:
+                for h in hit.hosts:
+                    blamed.setdefault(h, []).append(f"log: {hit.reason}: {hit.line!r}")
+            elif hit.hosts:
+                set_aside.append(("log", f"{hit.line!r} names {', '.join(hit.hosts)}, but its signature "
+                                         f"({hit.reason}) does not blame the host"))
+    elif facts.log_hits:
+        set_aside.append(("log", f"{len(facts.log_hits)} log signature(s) not needed: the records decided"))
+    return blamed, set_aside
+
+
+def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | None = None,
+             attempts_left: int | None = None) -> Verdict:
+    """The verdict on one attempt (see the module's termination matrix). Pure: no I/O."""
+    rejected: list[tuple[str, str]] = []
+    if facts.status == 0 and not facts.timed_out:
+        return Verdict(outcome="success", retry=False, reason="the job exited 0")
+    if facts.interrupted:
+        return Verdict(outcome="interrupted", retry=False, reason="interrupted: the loop stops at once")
+    code = [r for r in facts.records if r.kind in ("code_error", "oom")]
+    if code:
+        ranks = sorted({r.rank for r in code})
+        first = code[0]
+        evidence = tuple(f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded {r.kind}: {_said(r)}"
+                         for r in code[:8])
+        whole = len(ranks) == len(facts.rank_hosts) and bool(facts.rank_hosts)
+        return Verdict(
+            outcome="code_error", retry=False, evidence=evidence,
+            reason=f"{first.kind} on {'every rank' if whole else f'rank(s) {ranks}'} "
+                   f"({_said(first)}): it would fail again on any "
+                   f"hosts, so no host is blamed and no spare is used",
+            rejected=[("bad_host", "a rank's own code failed; peers losing it is a consequence, not a bad host")])
+    blamed, set_aside = _blame(facts)
+    rejected += set_aside
+    if attempts_left is not None and attempts_left <= 0:
+        return Verdict(outcome="limit", retry=False, exclude=(), evidence=tuple(e for v in blamed.values() for e in v),
+                       reason="--max-failover-retries attempts used", rejected=rejected)
+    if blamed:
+        hosts = tuple(blamed)
+        evidence = tuple(e for h in hosts for e in blamed[h])
+        if len(hosts) > spares_left:
+            return Verdict(outcome="exhausted", retry=False, exclude=hosts, evidence=evidence, rejected=rejected,
+                           reason=f"bad host(s) {', '.join(hosts)} but only {spares_left} spare(s) left")
+        return Verdict(outcome="bad_host", retry=True, exclude=hosts, evidence=evidence, rejected=rejected,
+                       reason=f"bad host(s) {', '.join(hosts)}: excluded, {len(hosts)} spare(s) swapped in")
+    rejected.append(("bad_host", "no record, vanished host or host-blaming log signature names a host"))
+    if facts.status == WALLTIME_STATUS and not facts.timed_out and not facts.records:
+        return Verdict(outcome="walltime", retry=False, rejected=rejected,
+                       reason="status 143 (SIGTERM) with no failure evidence: the scheduler's walltime; "
+                              "a retry would be killed too")
+    if prior_progress is False and not facts.progress:
+        return Verdict(outcome="stuck", retry=False, rejected=rejected,
+                       reason="this attempt and the one before never reached a training step: stuck before the "
+                              "first step, which a retry on other hosts has not changed")
+    if facts.timed_out:
+        silent = ", ".join(f"{r} (host {_host(facts, r) or '?'})" for r in facts.alive_ranks) or "unknown"
+        return Verdict(outcome="hang", retry=True, rejected=rejected,
+                       reason=f"the job went silent (watchdog); ranks still running here: {silent}; "
+                              f"nothing names a bad host, so the same hosts run again")
+    return Verdict(outcome="unknown", retry=True, rejected=rejected,
+                   reason=f"status {facts.status} and nothing names a host: the same hosts run again")

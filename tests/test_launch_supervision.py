@@ -1,0 +1,171 @@
+"""``ezpz launch --timeout/--retries/--auto-retry`` and ``ezpz kill``, with real torchrun / Open MPI jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, need_tool
+
+PY = sys.executable
+JOB = str(Path(__file__).parent / "scripts" / "supervised_job.py")
+FAILING = str(Path(__file__).parent / "scripts" / "failing_rank.py")
+pytestmark = [pytest.mark.launcher]
+
+
+def launch(*args: str, cwd: Path, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "ezpz", "launch", *args], env=clean_env(OMP_NUM_THREADS="1", **env), cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def verdicts(job_dir: Path) -> list[dict]:
+    return [json.loads((d / "verdict.json").read_text())
+            for d in sorted(job_dir.glob("attempt-*"), key=lambda p: int(p.name.split("-")[1]))]
+
+
+def test_a_hung_rank_is_ended_after_the_idle_timeout_named_and_retried(tmp_path):
+    need_tool("torchrun")
+    t0 = time.monotonic()
+    proc = launch("-n", "2", "--timeout", "15", "--retries", "1", "--retry-delay", "0", "--job-dir", "job", "--",
+                  PY, JOB, "hang-once", cwd=tmp_path)
+    wall = time.monotonic() - t0
+    first, second = verdicts(tmp_path / "job")
+    assert first["status"] == 124 and first["result"]["timed_out"], first
+    assert 15 <= first["result"]["idle_s"] < 25, first["result"]
+    assert first["result"]["alive_ranks"] == [1]
+    assert "silent rank(s) still running here: 1 (host" in proc.stderr, proc.stderr
+    assert "exit 124" in proc.stderr
+    assert second["status"] == 0 and "rank 1 attempt 1" in proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    print(f"\nhung rank: attempt 0 ended after {first['result']['idle_s']} s idle "
+          f"(wall {first['result']['wall_s']} s), retry exit 0; total {wall:.1f} s")
+
+
+def test_without_retries_the_watchdog_exits_124(tmp_path):
+    need_tool("torchrun")
+    proc = launch("-n", "2", "--timeout", "5", "--job-dir", "job", "--", PY, JOB, "hang-once", cwd=tmp_path)
+    assert proc.returncode == 124, proc.stderr
+    assert [v["status"] for v in verdicts(tmp_path / "job")] == [124]
+    assert not [p for p in _job_pids("hang-once")], "the watchdog left a rank behind"
+
+
+def _job_pids(mode: str) -> list[int]:
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if JOB.encode() in (d / "cmdline").read_bytes() and mode.encode() in (d / "cmdline").read_bytes():
+                out.append(int(d.name))
+        except OSError:
+            pass
+    return out
+
+
+def test_retries_rerun_a_failed_attempt_with_its_attempt_number_and_records_dir(tmp_path):
+    need_tool("torchrun")
+    proc = launch("-n", "2", "--retries", "2", "--retry-delay", "0", "--job-dir", "job", "--", PY, JOB, "fail-once",
+                  cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    runs = verdicts(tmp_path / "job")
+    assert [v["status"] for v in runs] == [1, 0]  # torchrun reports a failed worker as 1
+    assert "rank 1 attempt 1" in proc.stdout and (tmp_path / "job" / "attempt-0" / "output.log").read_text()
+    assert "--retries allows 2 more" in proc.stderr
+
+
+def test_an_interrupt_stops_the_retry_loop_at_once(tmp_path):
+    need_tool("torchrun")
+    p = subprocess.Popen([PY, "-m", "ezpz", "launch", "-n", "2", "--retries", "5", "--retry-delay", "0",
+                          "--job-dir", "job", "--", PY, JOB, "sleep"], env=clean_env(), cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_ready(p, 2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 130, err
+    assert sorted(d.name for d in (tmp_path / "job").glob("attempt-*")) == ["attempt-0"]
+    assert "no more attempts" in err
+
+
+def _wait_ready(p: subprocess.Popen, ranks: int, timeout: float = 120) -> list[int]:
+    pids, deadline = [], time.monotonic() + timeout
+    while len(pids) < ranks and time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        found = re.search(r"pid (\d+) READY", line)
+        if found:
+            pids.append(int(found.group(1)))
+    assert len(pids) == ranks, "the job did not start"
+    return pids
+
+
+def test_kill_dry_run_lists_exactly_the_job_and_kill_stops_it(tmp_path):
+    need_tool("torchrun")
+    launcher = subprocess.Popen([PY, "-m", "ezpz", "launch", "-n", "2", "--", PY, JOB, "sleep"], env=clean_env(),
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # an unrelated python beside the job, started the same way and running the same script
+    bystander = subprocess.Popen([PY, JOB, "sleep"], env=clean_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        ranks = _wait_ready(launcher, 2)
+        listed = subprocess.run([PY, "-m", "ezpz", "kill", "--dry-run"], env=clean_env(), capture_output=True,
+                                text=True, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        pids = {int(line.split()[0]) for line in listed.stdout.splitlines()[1:]}
+        torchrun = {int(x) for x in subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True,
+                                                   text=True).stdout.split()}
+        assert pids == {*ranks, *torchrun, launcher.pid}, listed.stdout
+        assert bystander.pid not in pids
+        print(f"\nezpz kill --dry-run listed {len(pids)} processes: 2 ranks, torchrun, ezpz launch; "
+              f"bystander {bystander.pid} not listed")
+        killed = subprocess.run([PY, "-m", "ezpz", "kill"], env=clean_env(), capture_output=True, text=True,
+                                timeout=60)
+        assert killed.returncode == 0, killed.stderr
+        launcher.wait(timeout=60)
+        assert launcher.returncode != 0
+        assert bystander.poll() is None, "ezpz kill touched a process it did not launch"
+        assert not any(Path(f"/proc/{pid}").exists() for pid in ranks)
+    finally:
+        for p in (launcher, bystander):
+            p.kill()
+            p.wait()
+
+
+def test_kill_all_nodes_runs_on_every_host_through_rsh(tmp_path):
+    rsh = tmp_path / "rsh.sh"  # stands in for ssh: records the host, runs the command here
+    rsh.write_text(f'#!/bin/sh\nhost=$1; shift\necho "$host" >> {tmp_path}/hosts-reached\nexec /bin/sh -c "$*"\n')
+    rsh.chmod(0o755)
+    (tmp_path / "hosts").write_text("h1\nh2\nh2\nh3\n")
+    proc = subprocess.run([PY, "-m", "ezpz", "kill", "--all-nodes", "--dry-run", "--hostfile", str(tmp_path / "hosts"),
+                           "--rsh", str(rsh), "--id", "no-such-launch"], env=clean_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted((tmp_path / "hosts-reached").read_text().split()) == ["h1", "h2", "h3"]
+    for h in ("h1", "h2", "h3"):
+        assert f"{h}: ezpz kill: no process of yours carries EZPZ_LAUNCH_ID=no-such-launch" in proc.stdout
+
+
+def test_auto_retry_stops_after_one_attempt_on_a_code_error(tmp_path):
+    need_tool("mpiexec")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost\nspare-never-used\n")
+    proc = launch("--auto-retry", "--nhosts", "1", "--ppn", "2", "--spare-nodes", "1", "--launcher", "mpiexec",
+                  "--hostfile", str(hosts), "--retry-delay", "0", "--job-dir", "job", "--", PY, FAILING, "raise",
+                  cwd=tmp_path, EZPZ_DEVICE="cpu", EZPZ_TIMEOUT="60")
+    runs = verdicts(tmp_path / "job")
+    assert len(runs) == 1, proc.stderr
+    v = runs[0]
+    assert v["verdict"]["outcome"] == "code_error" and not v["verdict"]["retry"] and v["verdict"]["exclude"] == []
+    assert sorted(r["rank"] for r in v["records"]) == [0, 1]
+    assert {r["kind"] for r in v["records"]} == {"code_error"}
+    assert "code_error on every rank" in proc.stderr and "no spare is used" in proc.stderr
+    assert "spare-never-used" not in (tmp_path / "job" / "attempt-0" / "hostfile").read_text()
+    assert proc.returncode != 0

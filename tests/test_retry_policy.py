@@ -1,0 +1,187 @@
+"""The ``--auto-retry`` policy (pure): each row of the termination matrix from recorded attempt facts."""
+
+from __future__ import annotations
+
+import pytest
+
+from ezpz.errors import ConfigError
+from ezpz.failures.record import FailureRecord
+from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, split_allocation
+from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
+from ezpz.launch_drivers.retry import AttemptFacts, backoff_s, classify, log_hits
+
+HOSTS = ("n0", "n1", "n2")
+RANK_HOSTS = {0: "n0", 1: "n0", 2: "n1", 3: "n1", 4: "n2", 5: "n2"}  # 2 ranks per host
+
+
+def rec(rank: int, kind: str, line: str = "boom", **kw) -> FailureRecord:
+    return FailureRecord(rank=rank, host="same-uts-name", attempt=0, kind=kind, first_line=line, **kw)
+
+
+def facts(status: int = 1, **kw) -> AttemptFacts:
+    return AttemptFacts(attempt=0, status=status, hosts=HOSTS, rank_hosts=RANK_HOSTS, **kw)
+
+
+def test_success_stops():
+    v = classify(facts(0), spares_left=1)
+    assert (v.outcome, v.retry, v.exclude) == ("success", False, ())
+
+
+def test_code_error_on_every_rank_stops_and_blames_no_host():
+    records = [rec(r, "code_error", f"bad hyperparameter on rank {r}", exception_type="ValueError") for r in range(6)]
+    v = classify(facts(records=records), spares_left=1)
+    assert (v.outcome, v.retry, v.exclude) == ("code_error", False, ())
+    assert "every rank" in v.reason and "ValueError" in v.reason and "no spare" in v.reason
+
+
+def test_code_error_on_one_rank_wins_over_peers_that_lost_it():
+    records = [rec(0, "code_error", exception_type="KeyError"), rec(2, "lost_peer", missing_ranks=[0])]
+    v = classify(facts(records=records), spares_left=1)
+    assert (v.outcome, v.exclude) == ("code_error", ())
+    assert any(name == "bad_host" for name, _ in v.rejected)
+
+
+def test_lost_peer_records_naming_missing_ranks_blame_their_host():
+    records = [rec(0, "lost_peer", missing_ranks=[4, 5]), rec(2, "lost_peer", missing_ranks=[4])]
+    v = classify(facts(records=records), spares_left=1)
+    assert (v.outcome, v.retry, v.exclude) == ("bad_host", True, ("n2",))
+    assert any("rank 0 (host n0) recorded lost_peer: rank 4 (host n2)" in e for e in v.evidence)
+
+
+def test_a_host_whose_ranks_all_vanished_is_blamed():
+    # n1's ranks were killed without a word; the others recorded losing a peer (which, they could not tell)
+    records = [rec(0, "lost_peer"), rec(1, "signal"), rec(4, "lost_peer"), rec(5, "signal")]
+    v = classify(facts(status=137, records=records), spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("n1",))
+    assert "vanished without a record" in v.evidence[0]
+
+
+def test_too_few_spares_is_exhausted():
+    v = classify(facts(records=[rec(0, "lost_peer", missing_ranks=[2, 4])]), spares_left=1)
+    assert (v.outcome, v.retry, v.exclude) == ("exhausted", False, ("n1", "n2"))
+
+
+def test_missing_hosts_outside_the_allocation_are_ignored():
+    v = classify(facts(records=[rec(0, "timeout", missing_hosts=["elsewhere"])]), spares_left=1, prior_progress=True)
+    assert v.outcome == "unknown" and v.exclude == ()
+
+
+def test_walltime_stops():
+    v = classify(facts(143), spares_left=2)
+    assert (v.outcome, v.retry) == ("walltime", False)
+
+
+def test_no_progress_twice_is_stuck():
+    assert classify(facts(1, progress=False), spares_left=2, prior_progress=False).outcome == "stuck"
+    assert classify(facts(1, progress=False), spares_left=2, prior_progress=None).outcome == "unknown"
+
+
+def test_a_hang_nobody_explains_runs_again_on_the_same_hosts():
+    v = classify(facts(124, timed_out=True, alive_ranks=(3,)), spares_left=1, prior_progress=True)
+    assert (v.outcome, v.retry, v.exclude) == ("hang", True, ())
+    assert "3 (host n1)" in v.reason
+
+
+def test_interrupt_stops_at_once():
+    assert classify(facts(130, interrupted=True), spares_left=1).outcome == "interrupted"
+
+
+def test_the_limit_stops():
+    v = classify(facts(1, records=[rec(0, "lost_peer", missing_ranks=[4])]), spares_left=1, attempts_left=0)
+    assert (v.outcome, v.retry) == ("limit", False)
+
+
+def test_log_fallback_gloo_peer_address_and_pals_shepherd():
+    hosts = ("198.18.0.1", "198.18.0.2", "198.18.0.3")
+    text = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+            "Connection closed by peer [198.18.0.3]:41781\n"
+            "198.18.0.2.hsn.cm.example: shepherd died from signal 9\nrank 0 step 3\n")
+    hits = log_hits(text, LAUNCHER_SIGNATURES, hosts)
+    assert [h.hosts for h in hits] == [("198.18.0.3",), ("198.18.0.2",)]
+    f = AttemptFacts(attempt=0, status=1, hosts=hosts, rank_hosts={0: hosts[0], 1: hosts[1], 2: hosts[2]},
+                     log_hits=hits)
+    v = classify(f, spares_left=2)
+    assert (v.outcome, v.exclude) == ("bad_host", ("198.18.0.3", "198.18.0.2"))
+    assert all(e.startswith("log: ") for e in v.evidence)
+    # 198.18.0.1 must not match inside 198.18.0.10
+    assert log_hits("Connection closed by peer [198.18.0.10]:1", LAUNCHER_SIGNATURES, hosts)[0].hosts == ()
+
+
+def test_records_outrank_the_log():
+    hits = log_hits("Connection closed by peer [n0]:1", LAUNCHER_SIGNATURES, HOSTS)
+    v = classify(facts(records=[rec(0, "lost_peer", missing_ranks=[4])], log_hits=hits), spares_left=1)
+    assert v.exclude == ("n2",) and any(name == "log" for name, _ in v.rejected)
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [backoff_s(k, 5.0) for k in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 40.0, 60.0]
+    assert backoff_s(3, 0.0) == 0.0
+
+
+def test_split_and_swap():
+    pool = split_allocation(["a", "b", "c", "d", "a"], active=3, spares=None, source="--hostfile h")
+    assert pool == HostPool(active=("a", "b", "c"), spares=("d",))
+    after, swaps = pool.swap(["b"])
+    assert after.active == ("a", "d", "c") and after.spares == () and after.excluded == ("b",)
+    assert swaps == (("b", "d"),)
+    with pytest.raises(ValueError):
+        after.swap(["a"])
+
+
+def test_split_rejects_what_does_not_fit():
+    with pytest.raises(ConfigError) as e:
+        split_allocation(["a", "b"], active=3, spares=None, source="PBS_NODEFILE=/x")
+    assert e.value.name == "--nhosts" and "PBS_NODEFILE" in e.value.expected
+    with pytest.raises(ConfigError) as e:
+        split_allocation(["a", "b", "c"], active=2, spares=2, source="s")
+    assert e.value.name == "--spare-nodes"
+    assert active_hosts_wanted(None, 6, 2) == 3 and active_hosts_wanted(2, None, None) == 2
+    with pytest.raises(ConfigError):
+        active_hosts_wanted(None, None, None)
+
+
+def test_a_peer_the_launcher_stopped_first_is_not_blamed():
+    # recorded on 4 namespace nodes: rank 1 (n1) SIGKILLed; mpiexec SIGTERMed rank 0 (n0, record at t=10.25),
+    # then rank 2 (n2) lost rank 0 (t=10.31). The dead node is n1, whose rank left no record.
+    rank_hosts = {0: "n0", 1: "n1", 2: "n2"}
+    records = [rec(0, "signal", "SIGTERM: the rank was told to stop", time=10.25),
+               rec(2, "lost_peer", "Connection closed by peer [n0]:39313", missing_ranks=[0], missing_hosts=["n0"],
+                   exception_type="RuntimeError", time=10.31)]
+    f = AttemptFacts(attempt=0, status=137, hosts=HOSTS, rank_hosts=rank_hosts, records=records)
+    v = classify(f, spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("n1",)), v
+    assert any("had recorded a stop signal first" in why for _, why in v.rejected)
+    # the same records in the other order (rank 0 lost first, stopped later) do blame n0
+    early = [records[0].__class__(**{**records[0].to_dict(), "time": 10.40}), records[1]]
+    assert classify(AttemptFacts(attempt=0, status=137, hosts=HOSTS, rank_hosts=rank_hosts, records=early),
+                    spares_left=1).exclude == ("n0",)
+
+
+def test_open_mpi_first_failure_line_names_the_node():
+    line = "mpiexec noticed that process rank 1 with PID 7349 on node 198.18.40.2 exited on signal 9 (Killed)."
+    hits = log_hits(line, LAUNCHER_SIGNATURES, ("198.18.40.1", "198.18.40.2"))
+    assert hits[0].hosts == ("198.18.40.2",) and hits[0].blames_host
+
+
+def test_a_cut_off_host_is_the_one_most_hosts_name():
+    # n1's link is down: ranks on n0 and n2 miss rank 1; rank 1 (which can still write here) misses everyone
+    rank_hosts = {0: "n0", 1: "n1", 2: "n2"}
+    records = [rec(0, "timeout", missing_ranks=[1]), rec(2, "timeout", missing_ranks=[1]),
+               rec(1, "timeout", missing_ranks=[0, 2])]
+    v = classify(AttemptFacts(attempt=0, status=1, hosts=HOSTS, rank_hosts=rank_hosts, records=records),
+                 spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("n1",)), v
+    assert sum("named by ranks on 1 host(s) only" in why for _, why in v.rejected) == 2
+
+
+def test_open_mpi_lost_daemon_line_names_the_node():
+    text = ("ORTE has lost communication with a remote daemon.\n\n  HNP daemon   : [[9244,0],0] on node 198.18.41.1\n"
+            "  Remote daemon: [[9244,0],2] on node 198.18.41.2\n")
+    hits = log_hits(text, LAUNCHER_SIGNATURES, ("198.18.41.1", "198.18.41.2"))
+    assert [h.hosts for h in hits] == [("198.18.41.2",)]
+
+
+def test_marked_processes_without_proc_find_nothing(tmp_path):
+    from ezpz.launch_drivers.marked import marked_processes
+
+    assert list(marked_processes(proc=str(tmp_path / "no-proc"))) == []
