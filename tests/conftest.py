@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -27,6 +28,21 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not (k.startswith(_LEAKY_PREFIXES) or k in _LEAKY_NAMES)}
     env.update(extra)
     return env
+
+
+#: The docs toolchain (mkdocs.yml): module -> the pinned distribution that provides it (as in scripts/test.sh).
+DOCS_TOOLS = {"mkdocs": "mkdocs==1.6.1", "material": "mkdocs-material==9.8.1", "mkdocstrings": "mkdocstrings[python]==1.0.8",
+              "mkdocstrings_handlers.python": "mkdocstrings-python==2.0.11"}
+
+
+def need_docs_toolchain() -> None:
+    """Skip (fail in CI) unless the docs toolchain of mkdocs.yml is importable."""
+    missing = [dist for module, dist in DOCS_TOOLS.items() if importlib.util.find_spec(module.split(".")[0]) is None
+               or importlib.util.find_spec(module) is None]
+    if missing:
+        if IN_CI:
+            pytest.fail(f"the docs toolchain is required in CI (scripts/test.sh installs it) but {missing} is missing")
+        pytest.skip(f"docs toolchain not installed: pip install {' '.join(repr(m) for m in missing)}")
 
 
 def need_tool(name: str) -> str:

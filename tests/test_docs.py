@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import importlib.util
 import inspect
 import re
 import subprocess
@@ -25,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from conftest import IN_CI, clean_env
+from conftest import DOCS_TOOLS, clean_env, need_docs_toolchain
 
 import ezpz.hookspecs
 
@@ -195,15 +194,8 @@ def test_every_environment_variable_name_in_the_code_is_documented():
 # -- the site ------------------------------------------------------------------------------------------------
 
 
-def _need_mkdocs() -> None:
-    if importlib.util.find_spec("mkdocs") is None:
-        if IN_CI:
-            pytest.fail("mkdocs is required in CI (scripts/test.sh installs it) but is not importable")
-        pytest.skip("mkdocs not installed (pip install mkdocs)")
-
-
 def test_site_builds_strict(tmp_path):
-    _need_mkdocs()
+    need_docs_toolchain()
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -230,6 +222,14 @@ def public_names(module: str) -> list[str]:
         return list(mod.__all__)
     return [n for n, v in vars(mod).items() if not n.startswith("_") and (inspect.isclass(v) or inspect.isfunction(v))
             and v.__module__ == module]
+
+
+def test_the_docs_toolchain_is_pinned_alike_everywhere_it_is_described():
+    """scripts/test.sh installs it, README.md and mkdocs.yml tell a reader how: one set of pins."""
+    for where in ("scripts/test.sh", "README.md", "mkdocs.yml"):
+        text = (ROOT / where).read_text(encoding="utf-8")
+        unpinned = [dist for dist in DOCS_TOOLS.values() if dist not in text]
+        assert not unpinned, f"{where} does not pin {unpinned} (tests/conftest.py DOCS_TOOLS): keep them equal"
 
 
 def test_api_page_names_every_module_of_the_contract():

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, need_docs_toolchain
 
 DOC = ROOT / "docs" / "writing-a-plugin.md"
 EXAMPLE = ROOT / "plugins" / "ezpz-example-hpu"
@@ -41,6 +41,8 @@ def _text(fragment: str) -> str:
 def rendered() -> str:
     """The tutorial page as the docs site shows it (``mkdocs build`` into a temporary directory)."""
     import tempfile
+
+    need_docs_toolchain()
 
     site = Path(tempfile.mkdtemp(prefix="ezpz-site-"))
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "--site-dir", str(site)],
