@@ -96,15 +96,26 @@ def test_an_interrupt_stops_the_retry_loop_at_once(tmp_path):
 
 
 def _wait_ready(p: subprocess.Popen, ranks: int, timeout: float = 120) -> list[int]:
-    pids, deadline = [], time.monotonic() + timeout
+    """The pids of ``ranks`` ranks that printed READY, within ``timeout`` (a reader thread: readline can block)."""
+    import queue
+    import threading
+
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(p.stdout.readline, "")], daemon=True).start()
+    pids, seen, deadline = [], [], time.monotonic() + timeout
     while len(pids) < ranks and time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if not line:
+        try:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
             break
+        seen.append(line)
         found = re.search(r"pid (\d+) READY", line)
         if found:
             pids.append(int(found.group(1)))
-    assert len(pids) == ranks, "the job did not start"
+    if len(pids) < ranks:
+        status = p.poll()  # before the caller's cleanup kills it: None means it was still running
+        raise AssertionError(f"the job did not start within {timeout:g}s (launcher status {status}, -9: SIGKILL); "
+                             f"its stdout so far: {''.join(seen)[-2000:]!r}")
     return pids
 
 
