@@ -46,9 +46,9 @@ $PY -m pip install -q -c constraints.txt --no-build-isolation -e . "${present[@]
 # DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
 # torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
 DS_BUILD_OPS=0 $PY -m pip install -q -c constraints.txt --no-build-isolation "deepspeed==0.19.8"
-# Lightning Fabric (the ezpz[lightning] extra) and accelerate, for the Fabric bridge and adopt-a-group tests. Ray is
-# not installed here (ray[train] pulls pyarrow and pandas, about 500 MB installed): tests/test_ray_train.py skips, with the reason.
-$PY -m pip install -q -c constraints.txt --no-build-isolation -e ".[lightning]" "accelerate==1.15.0"
+# Lightning Fabric (the ezpz[lightning] extra), accelerate and Ray Train, for the Fabric bridge, adopt-a-group and
+# live Ray tests (ray[train] adds pyarrow and pandas, about 500 MB; torch stays pinned by constraints.txt).
+$PY -m pip install -q -c constraints.txt --no-build-isolation -e ".[lightning]" "accelerate==1.15.0" "ray[train]==2.60.0"
 $PY -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 'pip replaced torch: ' + torch.__version__)"
 # mpi4py built against MPICH (not the wheel's bundled MPI), for the test that MPI_Init from mpi4py still works after
 # ezpz used Hydra's PMI connection (tests/test_rendezvous_reliability.py). Built once into .test-cache/ (about 2 min).

@@ -1,9 +1,8 @@
 """ezpz.hooks.setup() inside a real Ray Train TorchTrainer (a local Ray cluster started here, 2 CPU workers).
 
 Ray creates the process group before the training function runs; setup() must adopt it, not rendezvous again.
-Ray is not installed by CI (ray[train] brings pyarrow and pandas, about 500 MB installed, and a cluster start takes half a
-minute on two cores), so this skips there, with the reason; run it with
-``pip install -c constraints.txt 'ray[train]==2.60.0'``.
+scripts/test.sh installs ``ray[train]==2.60.0`` (with pyarrow and pandas, about 500 MB); where ray is missing this
+skips, naming the install line.
 """
 
 from __future__ import annotations
@@ -22,8 +21,8 @@ SCRIPT = str(Path(__file__).parent / "scripts" / "ray_train_check.py")
 pytestmark = [
     pytest.mark.launcher,
     pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                       reason="ray not installed (pip install -c constraints.txt 'ray[train]==2.60.0'); "
-                              "CI does not install it: about 500 MB installed with pyarrow and pandas"),
+                       reason="ray not installed: pip install -c constraints.txt 'ray[train]==2.60.0' "
+                              "(scripts/test.sh does)"),
 ]
 
 
