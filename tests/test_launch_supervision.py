@@ -109,9 +109,8 @@ def _wait_ready(p: subprocess.Popen, ranks: int, timeout: float = 120) -> list[i
         except queue.Empty:
             break
         seen.append(line)
-        found = re.search(r"pid (\d+) READY", line)
-        if found:
-            pids.append(int(found.group(1)))
+        # two ranks' lines can arrive interleaved on one line ("...READYrank 0 ... READY"): take every one
+        pids += [int(pid) for pid in re.findall(r"pid (\d+) READY", line)]
     if len(pids) < ranks:
         status = p.poll()  # before the caller's cleanup kills it: None means it was still running
         raise AssertionError(f"the job did not start within {timeout:g}s (launcher status {status}, -9: SIGKILL); "
