@@ -44,4 +44,5 @@ print(json.dumps({
     "bf16": config["bf16"]["enabled"], "fp16": config["fp16"]["enabled"], "precision": rt.amp.dtype,
     "lifecycle": [d.reason for d in rt.explain().decisions if d.topic == "lifecycle"],
 }), flush=True)
+del engine, loss  # the engine holds the process group: release it before teardown() (open gloo exit abort, docs/compat.md)
 ezpz.hooks.teardown()
