@@ -68,21 +68,11 @@ def read_json(file: Path) -> tuple[object | None, str]:
 
 def write_json(file: Path, data: object) -> str:
     """Write ``data`` atomically; returns why not, or ``""``."""
-    import tempfile  # only when writing
+    from ezpz.atomic_file import write_json_atomically  # only when writing
 
     try:
         file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".json")  # mode 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-            os.replace(tmp, file)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_json_atomically(file, data)  # mkstemp: mode 0600
     except OSError as err:  # read-only or full home, no permission: run without the file
         return f"not written ({err.strerror or err})"
     return ""

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from attrs import field, frozen
+
+from ezpz.atomic_file import write_json_atomically
 
 __all__ = ["KINDS", "MAX_RECORD_BYTES", "FailureRecord", "Skipped", "read_failures", "read_failures_verbose",
            "write_failure"]
@@ -100,19 +101,7 @@ def write_failure(record: FailureRecord, directory: str | os.PathLike[str]) -> P
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"rank-{record.rank}.json"
-    fd, tmp = tempfile.mkstemp(prefix=f".rank-{record.rank}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(record.to_dict(), out, sort_keys=True)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_json_atomically(final, record.to_dict(), prefix=f".rank-{record.rank}.", sort_keys=True, fsync=True)
     return final
 
 

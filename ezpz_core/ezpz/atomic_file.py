@@ -1,0 +1,33 @@
+"""Writing a JSON file atomically: a temporary file beside it, then ``os.replace``, never a half-written file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_json_atomically"]
+
+
+def write_json_atomically(path: Path, data: Any, *, prefix: str = ".tmp-", sort_keys: bool = False,
+                          fsync: bool = False) -> None:
+    """Write ``data`` as JSON to ``path`` (its folder must exist); the temporary file is removed on any failure.
+
+    ``fsync`` makes the data durable before the rename (for records other hosts read after a crash).
+    """
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, sort_keys=sort_keys)
+            if fsync:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
