@@ -9,6 +9,7 @@
   :class:`~ezpz.errors.ConfigError` naming it;
 * :func:`get_logger`: structured events that obey ezpz's rank filter; never configures logging;
 * :func:`with_ds_accelerator`: tell DeepSpeed which accelerator ezpz chose, from ``ezpz_before_init``.
+* :func:`with_nccl_hang_budget`: torch's NCCL watchdog (NCCL and RCCL) set from ``EZPZ_TIMEOUT``, from ``ezpz_before_init``.
 
 ``import ezpz.plugin_kit`` costs only the standard library: the records behind the backend options and
 the visible-devices list load on first use of those names, so a hook may call :func:`facts_if_ours` before
@@ -24,7 +25,7 @@ from ezpz.plugin_kit.logs import get_logger
 
 if TYPE_CHECKING:
     from ezpz.plugin_kit.backends import backend_in_build, gloo_fallback, vendor_then_gloo
-    from ezpz.plugin_kit.lifecycle import with_ds_accelerator
+    from ezpz.plugin_kit.lifecycle import with_ds_accelerator, with_nccl_hang_budget
     from ezpz.plugin_kit.visible import VisibleList, parse_visible_devices
     from ezpz.settings import parse_bool
 
@@ -38,6 +39,7 @@ __all__ = [
     "parse_visible_devices",
     "vendor_then_gloo",
     "with_ds_accelerator",
+    "with_nccl_hang_budget",
 ]
 
 _LAZY = {
@@ -47,6 +49,7 @@ _LAZY = {
     "VisibleList": "ezpz.plugin_kit.visible",
     "parse_visible_devices": "ezpz.plugin_kit.visible",
     "with_ds_accelerator": "ezpz.plugin_kit.lifecycle",
+    "with_nccl_hang_budget": "ezpz.plugin_kit.lifecycle",
     "parse_bool": "ezpz.settings",
 }
 

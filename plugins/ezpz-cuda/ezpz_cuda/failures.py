@@ -15,12 +15,10 @@ Variables", https://docs.pytorch.org/docs/stable/torch_nccl_environment_variable
 
 from __future__ import annotations
 
-import math
+from ezpz.plugin_kit.lifecycle import HEARTBEAT_FLOOR_S, nccl_watchdog_env  # re-exported: torch's, not vendor's
 
 __all__ = ["HEARTBEAT_FLOOR_S", "SIGNATURES", "nccl_watchdog_env"]
 
-HEARTBEAT_FLOOR_S = 30
-"""The heartbeat monitor never fires sooner than this: the watchdog's own loop must have time to run under load."""
 
 #: (pattern, kind, reason, blames_host, source)
 SIGNATURES = (
@@ -41,10 +39,3 @@ SIGNATURES = (
      "the CUDA caching allocator could not allocate: the model or batch does not fit", False,
      "torch/csrc/cuda caching allocator (torch.OutOfMemoryError text)"),
 )
-
-
-def nccl_watchdog_env(timeout_s: float) -> dict[str, str]:
-    """torch's NCCL watchdog settings for a job whose collectives must fail within ``timeout_s``."""
-    heartbeat = max(math.ceil(timeout_s), HEARTBEAT_FLOOR_S)
-    return {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3", "TORCH_NCCL_ENABLE_MONITORING": "1",
-            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": str(heartbeat)}

@@ -191,7 +191,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
         return None
     from ezpz.decisions import LifecycleAction
 
-    from ezpz.plugin_kit import with_ds_accelerator
+    from ezpz.plugin_kit import with_ds_accelerator, with_nccl_hang_budget
     from ezpz_cuda.compile_policy import DS_ACCELERATOR
 
     said = None
@@ -200,19 +200,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
             reason="CUDA was initialised while probing devices (NVML was not usable): subprocesses forked from here "
             "cannot use CUDA, so start CUDA workers with the 'spawn' method, or install ezpz-cuda[nvml]",
         )
-    return _with_hang_budget(with_ds_accelerator(said, DS_ACCELERATOR, "CUDA"), plan)
-
-
-def _with_hang_budget(action: LifecycleAction, plan: SetupPlan) -> LifecycleAction:
-    """Under NCCL across ranks, torch's NCCL watchdog set to fail a hang within the plan's timeout."""
-    if plan.backend.name != "nccl" or not plan.launch.distributed:
-        return action
-    from ezpz_cuda.failures import nccl_watchdog_env
-
-    env = nccl_watchdog_env(plan.timeout_s)
-    return action.also(f"NCCL hang budget from the {plan.timeout_s:g}s timeout: the watchdog takes a rank down when a "
-                       f"collective times out, and aborts a stuck watchdog after "
-                       f"{env['TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC']}s", env)
+    return with_nccl_hang_budget(with_ds_accelerator(said, DS_ACCELERATOR, "CUDA"), plan, "NCCL")
 
 
 @hookimpl

@@ -15,12 +15,10 @@ documentation, "RCCL environment variables" (RCCL keeps NCCL's names).
 
 from __future__ import annotations
 
-import math
+from ezpz.plugin_kit.lifecycle import HEARTBEAT_FLOOR_S, nccl_watchdog_env  # re-exported: torch's, not vendor's
 
 __all__ = ["HEARTBEAT_FLOOR_S", "SIGNATURES", "nccl_watchdog_env"]
 
-HEARTBEAT_FLOOR_S = 30
-"""The heartbeat monitor never fires sooner than this: the watchdog's own loop must have time to run under load."""
 
 #: (pattern, kind, reason, blames_host, source)
 SIGNATURES = (
@@ -39,10 +37,3 @@ SIGNATURES = (
      "the HIP caching allocator could not allocate: the model or batch does not fit", False,
      "torch caching allocator on ROCm (torch.OutOfMemoryError text), HIP hipErrorOutOfMemory"),
 )
-
-
-def nccl_watchdog_env(timeout_s: float) -> dict[str, str]:
-    """torch's NCCL watchdog settings (over RCCL) for a job whose collectives must fail within ``timeout_s``."""
-    heartbeat = max(math.ceil(timeout_s), HEARTBEAT_FLOOR_S)
-    return {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3", "TORCH_NCCL_ENABLE_MONITORING": "1",
-            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": str(heartbeat)}

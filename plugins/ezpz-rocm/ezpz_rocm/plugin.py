@@ -144,23 +144,11 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     facts = facts_if_ours(plan.device.candidate, FACTS)  # imports nothing for another vendor's device
     if facts is None:
         return None
-    from ezpz.plugin_kit import with_ds_accelerator
+    from ezpz.plugin_kit import with_ds_accelerator, with_nccl_hang_budget
     from ezpz_rocm import policy
     from ezpz_rocm.compile_policy import DS_ACCELERATOR
 
-    return _with_hang_budget(with_ds_accelerator(policy.tunableop_action(facts), DS_ACCELERATOR, "CUDA (HIP)"), plan)
-
-
-def _with_hang_budget(action: LifecycleAction, plan: SetupPlan) -> LifecycleAction:
-    """Under RCCL across ranks, torch's NCCL watchdog set to fail a hang within the plan's timeout."""
-    if plan.backend.name != "nccl" or not plan.launch.distributed:
-        return action
-    from ezpz_rocm.failures import nccl_watchdog_env
-
-    env = nccl_watchdog_env(plan.timeout_s)
-    return action.also(f"RCCL hang budget from the {plan.timeout_s:g}s timeout: the watchdog takes a rank down when a "
-                       f"collective times out, and aborts a stuck watchdog after "
-                       f"{env['TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC']}s", env)
+    return with_nccl_hang_budget(with_ds_accelerator(policy.tunableop_action(facts), DS_ACCELERATOR, "CUDA (HIP)"), plan, "RCCL")
 
 
 @hookimpl
