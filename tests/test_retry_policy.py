@@ -6,6 +6,7 @@ import pytest
 
 from ezpz.errors import ConfigError
 from ezpz.failures.record import FailureRecord
+from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, split_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.retry import AttemptFacts, backoff_s, classify, log_hits
@@ -155,6 +156,60 @@ def test_a_peer_the_launcher_stopped_first_is_not_blamed():
     early = [records[0].__class__(**{**records[0].to_dict(), "time": 10.40}), records[1]]
     assert classify(AttemptFacts(attempt=0, status=137, hosts=HOSTS, rank_hosts=rank_hosts, records=early),
                     spares_left=1).exclude == ("n0",)
+
+
+# Recorded in CI (network-namespace nodes, Open MPI 4.1): rank 1 (198.18.42.2) SIGKILLed itself after step 5;
+# mpiexec ended rank 0 before it could write a record, and rank 2 then recorded losing rank 0.
+CI_HOSTS = ("198.18.42.1", "198.18.42.2", "198.18.42.3")
+CI_LOG = ("[ezpz] step    5  loss 2.1275     20.2 steps/s      62112 tokens/s\n"
+          "Primary job  terminated normally, but 1 process returned\n"
+          "a non-zero exit code. Per user-direction, the job has been aborted.\n"
+          "[rank2]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+          "Connection closed by peer [198.18.42.1]:55177. This is typically caused by a remote worker crashing.\n"
+          "mpiexec noticed that process rank 1 with PID 21155 on node 198.18.42.2 exited on signal 9 (Killed).\n")
+CI_RECORD = FailureRecord(
+    rank=2, host="198.18.42.3", attempt=0, kind="lost_peer", exception_type="RuntimeError",
+    first_line="[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+               "[198.18.42.1]:55177.", missing_ranks=[0], missing_hosts=["198.18.42.1"], time=1795486956.86)
+
+
+def ci_facts(log: str, records=(CI_RECORD,)) -> AttemptFacts:
+    return AttemptFacts(attempt=0, status=137, hosts=CI_HOSTS, rank_hosts=dict(enumerate(CI_HOSTS)), records=records,
+                        log_hits=log_hits(log, LAUNCHER_SIGNATURES, CI_HOSTS), first_failure=first_failure(log, CI_HOSTS))
+
+
+def test_the_launchers_first_failure_outranks_an_accusation_against_a_host_its_abort_silenced():
+    v = classify(ci_facts(CI_LOG), spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("198.18.42.2",)), v
+    assert v.evidence[0].startswith("launcher: ") and "rank 1 with PID 21155" in v.evidence[0]
+    assert any("the launcher reports rank 1 on host 198.18.42.2 failed first" in why for _, why in v.rejected), v
+
+
+def test_without_the_launchers_line_the_accusation_decides():
+    # the same records, the Open MPI line cut from the log: the only evidence left is rank 2's accusation
+    log = CI_LOG.rsplit("mpiexec noticed", 1)[0]
+    assert first_failure(log, CI_HOSTS) is None
+    assert classify(ci_facts(log), spares_left=1).exclude == ("198.18.42.1",)
+
+
+def test_the_launchers_first_failure_does_not_override_records_from_its_host():
+    # rank 1 wrote a record (it lived long enough to say what it lost): the records decide, the line is set aside
+    lost = FailureRecord(rank=1, host="198.18.42.2", attempt=0, kind="lost_peer", first_line="x", missing_ranks=[0])
+    v = classify(ci_facts(CI_LOG, records=(CI_RECORD, lost)), spares_left=1)
+    assert v.exclude == ("198.18.42.1",), v
+    assert any(name == "launcher" and "its ranks wrote records" in why for name, why in v.rejected)
+
+
+def test_first_failure_reads_only_active_hosts_and_their_qualified_names():
+    line = "mpiexec noticed that process rank 3 with PID 9 on node nid0002.hsn.example exited on signal 9 (Killed)."
+    found = first_failure(line, ("nid0001", "nid0002"))
+    assert (found.host, found.rank) == ("nid0002", 3)
+    assert first_failure(line, ("nid0001", "nid000")) is None
+    assert first_failure(line.replace("signal 9", "signal 6"), ("nid0002",)) is None  # an abort is the code's
+    lost = "  Remote daemon: [[9244,0],2] on node 198.18.41.2\n"
+    found = first_failure(lost, ("198.18.41.1", "198.18.41.2"))
+    assert (found.host, found.rank) == ("198.18.41.2", None)
+    assert first_failure(lost, ("198.18.41.20",)) is None
 
 
 def test_open_mpi_first_failure_line_names_the_node():

@@ -26,6 +26,7 @@ from ezpz.failures.record import read_failures
 from ezpz.launch_drivers import LaunchPlan, load, prepare, select
 from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, split_allocation
 from ezpz.launch_drivers.attempt import AttemptResult, Interrupts, run_attempt
+from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
@@ -216,8 +217,9 @@ def _judge(args: argparse.Namespace, result: AttemptResult, records: list, rank_
         return Verdict(outcome="retry", retry=True, reason=f"exit {result.status}; --retries allows "
                                                            f"{limit - k} more")
     hosts = plan.layout.allocation.hosts[: plan.layout.nodes]
+    text = _log_text(result.log) if result.status else ""
     facts = AttemptFacts(attempt=k, status=result.status, hosts=hosts, rank_hosts=rank_hosts, records=records,
                          timed_out=result.timed_out, interrupted=result.interrupted, progress=result.progress,
-                         alive_ranks=result.alive_ranks,
-                         log_hits=log_hits(_log_text(result.log), signatures, hosts) if result.status else ())
+                         alive_ranks=result.alive_ranks, log_hits=log_hits(text, signatures, hosts),
+                         first_failure=first_failure(text, hosts))
     return classify(facts, spares_left=len(pool.spares), prior_progress=prior_progress, attempts_left=limit - k)

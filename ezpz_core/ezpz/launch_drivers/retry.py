@@ -2,9 +2,10 @@
 
 The facts are the attempt's status, whether the idle-output watchdog ended
 it, the failure records its ranks wrote (:mod:`ezpz.failures.record`), the
-ranks still running when it went silent, which rank ran on which host, and
-(only for ranks killed without a chance to write) failure signatures found in
-its log. :func:`classify` answers with a :class:`Verdict`: the outcome, whether
+ranks still running when it went silent, which rank ran on which host, the
+launcher's line naming the first rank to fail
+(:mod:`ezpz.launch_drivers.first_failure`), and (only for ranks killed without
+a chance to write) failure signatures found in its log. :func:`classify` answers with a :class:`Verdict`: the outcome, whether
 to retry, the hosts to exclude, the evidence, and each rejected alternative.
 
 Termination matrix (first row that applies wins):
@@ -15,10 +16,12 @@ outcome               when                                                  then
 success               status 0                                              stop, 0
 interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
 code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
-bad_host              records name hosts (missing ranks), or the one host   exclude, swap in spares
-                      whose ranks all vanished while every other host
-                      wrote a record, or (no records) a log signature;
-                      enough spares are left
+bad_host              records name hosts (missing ranks), or the launcher   exclude, swap in spares
+                      names the first rank to fail on a host that left no
+                      record (accusations against other silent hosts are
+                      then its abort's doing), or the one host whose ranks
+                      all vanished while every other host wrote a record,
+                      or (no records) a log signature; enough spares left
 exhausted             bad hosts named, too few spares                       stop
 walltime              status 143 (SIGTERM from the scheduler), no evidence  stop
 stuck                 this and the previous attempt never reached a step    stop
@@ -37,6 +40,7 @@ from attrs import field, frozen
 
 from ezpz.failures.record import FailureRecord
 from ezpz.failures.signatures import FailureSignature
+from ezpz.launch_drivers.first_failure import FirstFailure
 
 __all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits"]
 
@@ -70,6 +74,7 @@ class AttemptFacts:
     progress: bool = True
     alive_ranks: tuple[int, ...] = field(default=(), converter=tuple)
     log_hits: tuple[LogHit, ...] = field(default=(), converter=tuple)
+    first_failure: FirstFailure | None = None
 
 
 @frozen(kw_only=True)
@@ -122,6 +127,23 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     set_aside: list[tuple[str, str]] = []
     active = set(facts.hosts)
     peers = [r for r in facts.records if r.kind in ("lost_peer", "timeout")]
+    wrote = {_host(facts, r.rank) or r.host for r in facts.records}
+    origin = facts.first_failure
+    if origin is not None and (origin.host not in active or origin.host in wrote):
+        set_aside.append(("launcher", f"{origin.line!r} names host {origin.host}, but "
+                                      + ("it is not an active host" if origin.host not in active else
+                                         "its ranks wrote records, which decide")))
+        origin = None
+
+    def ended_by_abort(r: FailureRecord, h: str) -> bool:
+        """Whether accusing ``h`` is a consequence of the launcher ending the job after ``origin`` failed."""
+        if origin is None or h == origin.host or h in wrote:
+            return False
+        first = f"rank {origin.rank} on host {origin.host}" if origin.rank is not None else f"host {origin.host}"
+        set_aside.append(("lost_peer", f"rank {r.rank} recorded losing host {h}, but the launcher reports {first} failed "
+                                       f"first and host {h}'s ranks left no record: the launcher's abort ended them"))
+        return True
+
     # a peer told to stop (SIGTERM, by the launcher reacting to another rank) before this rank lost it is a
     # consequence of the failure, not its cause
     stopped = {r.rank: r.time for r in facts.records if r.kind == "signal"}
@@ -132,7 +154,7 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
             if m in stopped and stopped[m] <= r.time:
                 set_aside.append(("lost_peer", f"rank {r.rank} lost rank {m}, but rank {m} had recorded a stop "
                                                f"signal first: the launcher was already ending the job"))
-            elif h is not None and h != where:
+            elif h is not None and h != where and not ended_by_abort(r, h):
                 accusers.setdefault(h, set()).add(where)
                 blamed.setdefault(h, []).append(
                     f"rank {r.rank} (host {where}) recorded {r.kind}: rank {m} (host {h}) did not answer")
@@ -140,7 +162,7 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
             on_h = [k for k, v in facts.rank_hosts.items() if v == h]
             if on_h and all(k in stopped and stopped[k] <= r.time for k in on_h):
                 continue
-            if h in active and h != where:
+            if h in active and h != where and not ended_by_abort(r, h):
                 accusers.setdefault(h, set()).add(where)
                 blamed.setdefault(h, []).append(f"rank {r.rank} (host {where}) recorded {r.kind}: host {h} missing")
     if len(blamed) > 1:  # accusations disagree (a cut-off host names everyone else): keep the most-named
@@ -151,8 +173,9 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
                 set_aside.append(("lost_peer", f"host {h} is named by ranks on {by[h]} host(s) only, fewer than "
                                                 f"the {top} that name {', '.join(k for k, n in by.items() if n == top)}"))
                 del blamed[h]
+    if origin is not None:
+        blamed.setdefault(origin.host, []).append(f"launcher: {origin.reason}: {origin.line!r}")
     if peers and facts.rank_hosts and not blamed:  # hosts whose every rank vanished without a word while peers lost them
-        wrote = {_host(facts, r.rank) for r in facts.records}
         silent = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
         if len(silent) > 1:
             set_aside.append(("vanished", f"hosts {', '.join(silent)} all left no record: too many to tell which "
