@@ -25,7 +25,8 @@ ignored variable and why, or every rank raises naming both sources.
 
 Detectors are pure functions of the environment returning a LaunchEnv (rendezvous
 unresolved) or the reason they do not apply; they raise LaunchEnvError when their
-launcher's variables are present but inconsistent.
+launcher's variables are present but inconsistent. A launcher's module is imported
+only when one of its variables is set (:class:`GatedDetector`).
 """
 
 from __future__ import annotations
@@ -38,27 +39,91 @@ from ezpz.errors import LaunchEnvError
 from ezpz.facts import Alternative, LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
 from ezpz.launch_env.conflicts import reconcile
-from ezpz.launch_env.flux import detect_flux
-from ezpz.launch_env.lsf import detect_jsrun
-from ezpz.launch_env.mpi import detect_hydra, detect_openmpi, detect_pals
-from ezpz.launch_env.node_job import detect_node_job
-from ezpz.launch_env.slurm import detect_slurm
 from ezpz.launch_env.torch_env import detect_env, detect_pmix, detect_torchrun
 
-__all__ = ["DETECTORS", "Detector", "detect_layout", "detect_single"]
+__all__ = ["DETECTORS", "Detector", "GatedDetector", "detect_layout", "detect_single"]
 
 Detector = Callable[[Mapping[str, str]], "LaunchEnv | str"]
 
+
+@attrs.frozen
+class GatedDetector:
+    """A detector imported only when one of its ``gate`` variables is set; else ``absent`` is its answer.
+
+    Most processes run under one launcher, so importing every other launcher's
+    module would only add file-system calls at every rank's start (at scale, on
+    a parallel file system). ``absent`` is exactly what the detector says when
+    none of ``gate`` is set; a test holds the two equal.
+    """
+
+    load: Callable[[], Detector]  # imports the detector's module
+    gate: tuple[str, ...]
+    absent: str
+
+    def __call__(self, environ: Mapping[str, str]) -> LaunchEnv | str:
+        if all(get(environ, name) is None for name in self.gate):
+            return self.absent
+        return self.load()(environ)
+
+
+def _openmpi() -> Detector:
+    from ezpz.launch_env.mpi import detect_openmpi
+
+    return detect_openmpi
+
+
+def _pals() -> Detector:
+    from ezpz.launch_env.mpi import detect_pals
+
+    return detect_pals
+
+
+def _hydra() -> Detector:
+    from ezpz.launch_env.mpi import detect_hydra
+
+    return detect_hydra
+
+
+def _flux() -> Detector:
+    from ezpz.launch_env.flux import detect_flux
+
+    return detect_flux
+
+
+def _jsrun() -> Detector:
+    from ezpz.launch_env.lsf import detect_jsrun
+
+    return detect_jsrun
+
+
+def _slurm() -> Detector:
+    from ezpz.launch_env.slurm import detect_slurm
+
+    return detect_slurm
+
+
+def _node_job() -> Detector:
+    from ezpz.launch_env.node_job import detect_node_job
+
+    return detect_node_job
+
+
+_NODE_JOB_ABSENT = ("kubeflow-pet: PET_NNODES and PET_NODE_RANK not set; pai: NPROC_PER_NODE not set; "
+                    "kubeflow-pytorchjob: KUBERNETES_SERVICE_HOST not set (not in a Kubernetes pod); "
+                    "skypilot: SKYPILOT_NODE_RANK not set")
+
 DETECTORS: tuple[tuple[str, Detector], ...] = (
     ("torchrun", detect_torchrun),
-    ("openmpi", detect_openmpi),
-    ("flux", detect_flux),
-    ("jsrun", detect_jsrun),
-    ("pals", detect_pals),
-    ("hydra", detect_hydra),
+    ("openmpi", GatedDetector(_openmpi, ("OMPI_COMM_WORLD_SIZE",), "OMPI_COMM_WORLD_SIZE not set")),
+    ("flux", GatedDetector(_flux, ("FLUX_TASK_RANK",), "FLUX_TASK_RANK not set")),
+    ("jsrun", GatedDetector(_jsrun, ("JSM_NAMESPACE_RANK",), "JSM_NAMESPACE_RANK not set")),
+    ("pals", GatedDetector(_pals, ("PALS_RANKID",), "PALS_RANKID not set")),
+    ("hydra", GatedDetector(_hydra, ("PMI_RANK", "PMI_ID"), "PMI_RANK not set")),
     ("pmix", detect_pmix),
-    ("slurm", detect_slurm),
-    ("node", detect_node_job),
+    ("slurm", GatedDetector(_slurm, ("SLURM_STEP_NUM_TASKS", "SLURM_JOB_ID", "SLURM_JOBID"),
+                            "SLURM_STEP_NUM_TASKS and SLURM_JOB_ID not set")),
+    ("node", GatedDetector(_node_job, ("PET_NNODES", "PET_NODE_RANK", "NPROC_PER_NODE", "KUBERNETES_SERVICE_HOST",
+                                       "SKYPILOT_NODE_RANK"), _NODE_JOB_ABSENT)),
     ("env", detect_env),
 )
 """Launchers tried in order before the single-process fallback."""
