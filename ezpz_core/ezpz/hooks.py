@@ -7,6 +7,8 @@ probing happens only in :func:`setup`.
 from __future__ import annotations
 
 import os
+import sys
+import time
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -246,12 +248,19 @@ def _check_autocast(plan: SetupPlan) -> None:
 
 
 def teardown() -> None:
-    """Destroy the process group ezpz created (an adopted one is left to its owner); forget the runtime."""
+    """Destroy the process group ezpz created (an adopted one is left to its owner); forget the runtime.
+
+    With gloo, call it on every rank after its last collective: it first runs a few tiny all-reduces so that
+    gloo's worker threads let go of the last ones (:mod:`ezpz.gloo_quiesce`), bounded by a short timeout, and
+    skipped while an exception is propagating (peers may then be inside another collective).
+    """
     global _runtime, _runtime_settings
     if _runtime is not None and _runtime.process_group and _runtime.owns_process_group:
+        import torch
         import torch.distributed as dist
 
         if dist.is_initialized():
+            _quiesce_gloo(torch, dist)
             dist.destroy_process_group()
         from ezpz.launch_env.store import report_refused
 
@@ -265,3 +274,18 @@ def teardown() -> None:
     stop_capturing_failures()
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)
+
+
+def _quiesce_gloo(torch: Any, dist: Any) -> None:
+    """Before destroying the group: gloo's workers past their last collective, unless a failure is in flight."""
+    log = _log.get_logger("ezpz.teardown")
+    if sys.exc_info()[0] is not None:
+        log.debug("gloo_quiesce", done=False, reason=f"skipped: {sys.exc_info()[0].__name__} is propagating on this "
+                  "rank, and its peers may be inside another collective")
+        time.sleep(0.02)  # still: a worker waiting only for the GIL can drop its collective now
+        return
+    from ezpz.gloo_quiesce import quiesce
+
+    report = quiesce(torch, dist.group.WORLD)
+    (log.debug if report.done or report.reason.startswith(("not needed", "skipped")) else log.warning)(
+        "gloo_quiesce", done=report.done, reason=report.reason)
