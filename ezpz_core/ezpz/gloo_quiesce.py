@@ -48,6 +48,7 @@ class QuiesceReport:
     reason: str
     workers_seen: int = 0
     workers: int = 0
+    attempted: bool = True  # False: not needed (no gloo) or not possible with this torch
 
 
 class _Marker:
@@ -66,12 +67,13 @@ def quiesce(torch: Any, group: Any, deadline_s: float = 5.0, op_timeout_s: float
     """Run the marker rounds on ``group`` (collective: every rank calls it) and report. Never raises."""
     backend = _gloo_backend(torch, group)
     if backend is None:
-        return QuiesceReport(False, "not needed: the group has no gloo backend for the CPU")
+        return QuiesceReport(False, "not needed: the group has no gloo backend for the CPU", attempted=False)
     stash = getattr(torch._C, "_stash_obj_in_tls", None)
     unstash = getattr(torch._C, "_remove_obj_from_tls", None)
     dist = torch.distributed
     if stash is None or unstash is None or not hasattr(dist, "AllreduceOptions"):
-        return QuiesceReport(False, "skipped: this torch has no thread-local object stash to mark collectives with")
+        return QuiesceReport(False, "skipped: this torch has no thread-local object stash to mark collectives with",
+                             attempted=False)
     try:
         workers = int(backend.options._threads)
     except (AttributeError, TypeError, ValueError):
@@ -91,7 +93,7 @@ def quiesce(torch: Any, group: Any, deadline_s: float = 5.0, op_timeout_s: float
             stash(_STASH_KEY, marker)
             try:  # the Work is not kept: the worker that runs it holds the last reference
                 futures.append(group.allreduce([torch.tensor([need])], opts).get_future())
-            except RuntimeError as err:
+            except Exception as err:  # teardown goes on whatever the group says
                 return QuiesceReport(False, f"stopped: a marker all-reduce did not start ({err})",
                                      len(seen - {main}), workers)
             finally:
@@ -104,7 +106,7 @@ def quiesce(torch: Any, group: Any, deadline_s: float = 5.0, op_timeout_s: float
             time.sleep(0.0005)  # without the GIL, so a late worker can take it and finish
         try:
             anyone_short = max(float(f.value()[0][0]) for f in futures)
-        except RuntimeError as err:
+        except Exception as err:  # a failed collective (a peer gone) is reported, not raised
             return QuiesceReport(False, f"stopped: a marker all-reduce failed ({err})", len(seen - {main}), workers)
         if anyone_short == 0.0:
             got = len(seen - {main})

@@ -287,5 +287,5 @@ def _quiesce_gloo(torch: Any, dist: Any) -> None:
     from ezpz.gloo_quiesce import quiesce
 
     report = quiesce(torch, dist.group.WORLD)
-    (log.debug if report.done or report.reason.startswith(("not needed", "skipped")) else log.warning)(
+    (log.debug if report.done or not report.attempted else log.warning)(
         "gloo_quiesce", done=report.done, reason=report.reason)
