@@ -205,6 +205,7 @@ def test_first_failure_reads_only_active_hosts_and_their_qualified_names():
     found = first_failure(line, ("nid0001", "nid0002"))
     assert (found.host, found.rank) == ("nid0002", 3)
     assert first_failure(line, ("nid0001", "nid000")) is None
+    assert first_failure(line.replace(".hsn.example", ""), ("nid0002.hsn.example",)).host == "nid0002.hsn.example"
     assert first_failure(line.replace("signal 9", "signal 6"), ("nid0002",)) is None  # an abort is the code's
     lost = "  Remote daemon: [[9244,0],2] on node 198.18.41.2\n"
     found = first_failure(lost, ("198.18.41.1", "198.18.41.2"))

@@ -60,10 +60,14 @@ FIRST_FAILURE_REPORTS: tuple[FirstFailureReport, ...] = (
 
 
 def _known(name: str, hosts: Sequence[str]) -> str | None:
-    """The active host ``name`` means: itself, or the host it is a fully qualified form of."""
+    """The active host ``name`` means: itself, or one of the two is the other's fully qualified form."""
     name = name.rstrip(".,;:")
+
+    def qualifies(short: str, long: str) -> bool:  # "nid01" and "nid01.hsn.example"; not 10.0.0.1 and 10.0.0.1.5
+        return long.startswith(short + ".") and not long[len(short) + 1:].replace(".", "").isdigit()
+
     for h in hosts:
-        if name == h or name.startswith(h + ".") and not name[len(h) + 1:].isdigit():
+        if name == h or qualifies(h, name) or qualifies(name, h):
             return h
     return None
 
