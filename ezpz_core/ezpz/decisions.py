@@ -23,6 +23,7 @@ __all__ = [
     "PrecisionOption",
     "ProfilingSupport",
     "SetupPlan",
+    "StepBoundary",
 ]
 
 Precision = Literal["bf16", "fp16", "fp32"]
@@ -136,6 +137,26 @@ class ProfilingSupport:
 
 
 @frozen(kw_only=True)
+class StepBoundary:
+    """What ends a training step on this device: the call :meth:`ezpz.runtime.Runtime.step` makes.
+
+    Lazy devices (XLA, Gaudi's lazy mode) build a graph until told that a step
+    is over; ``mark`` is that call (``torch_xla.sync``, ``mark_step``) and
+    ``name`` says what it is for the trace. Eager devices (CUDA, ROCm, XPU,
+    MPS, CPU) run every op as it comes: ``mark`` is None, ``name`` ``"none"``.
+    """
+
+    name: str
+    reason: str = field(validator=_explained)
+    mark: Callable[[], Any] | None = field(default=None, eq=False)
+
+    @classmethod
+    def eager(cls, device: str) -> StepBoundary:
+        """The answer for a device nobody marks steps on: nothing to flush."""
+        return cls(name="none", reason=f"no plugin marks steps on {device}: it runs eagerly, nothing to flush")
+
+
+@frozen(kw_only=True)
 class LifecycleAction:
     """What a lifecycle hook did or wants done, said for the trace.
 
@@ -166,6 +187,7 @@ class SetupPlan:
     timeout_s: float
     compile: Any = None  # ezpz.compiling.CompilePolicy; None only in plans built by hand
     threads: Any = None  # ezpz.startup.threads.ThreadsChoice: intra-op CPU threads for this rank
+    step: StepBoundary | None = None  # what Runtime.step() calls; None only in plans built by hand (eager)
 
 
 @frozen(kw_only=True)

@@ -27,7 +27,7 @@ from ezpz.markers import hookspec
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
-    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan, StepBoundary
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.failures.signatures import FailureSignature
     from ezpz.runtime import Runtime
@@ -41,6 +41,7 @@ RETURNS: Mapping[str, str | None] = {
     "ezpz_amp_policy": "ezpz.decisions:AmpPolicy",
     "ezpz_profiling": "ezpz.decisions:ProfilingSupport",
     "ezpz_compile_policy": "ezpz.compiling:CompilePolicy",
+    "ezpz_step_boundary": "ezpz.decisions:StepBoundary",
     "ezpz_before_init": "ezpz.decisions:LifecycleAction",
     "ezpz_after_setup": None,
     "ezpz_failure_signatures": "builtins:list",  # of ezpz.failures.signatures.FailureSignature
@@ -166,6 +167,26 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
     :return: A :class:`~ezpz.compiling.CompilePolicy`, or None.
 
     .. versionadded:: 0.2
+    """
+
+
+@hookspec(firstresult=True)
+def ezpz_step_boundary(device: DeviceCandidate, build: TorchBuild) -> StepBoundary | None:
+    """Say what ends a training step on ``device``: the call :meth:`ezpz.runtime.Runtime.step` makes.
+
+    First result. Answer only for a device your plugin offered, and only when
+    the device is lazy: XLA builds a graph until ``torch_xla.sync()``, Gaudi's
+    lazy mode until ``mark_step()``. Eager devices need no answer; without one
+    ``Runtime.step()`` only counts and times the step. Import the vendor
+    module inside the hook and hand back its function as ``mark``; it runs on
+    every step, so it must be the call itself, not a wrapper that probes.
+
+    :param device: The chosen device candidate.
+    :param build: The installed torch's build facts.
+    :return: A :class:`~ezpz.decisions.StepBoundary` (``name``, ``reason``,
+        ``mark``), or None.
+
+    .. versionadded:: 1.2
     """
 
 

@@ -11,6 +11,7 @@ from attrs import field, frozen
 
 from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
 from ezpz.explain import Explanation
+from ezpz.step_clock import StepClock
 
 __all__ = ["Runtime"]
 
@@ -50,7 +51,8 @@ class Runtime:
     Rank fields come from the launcher; ``device`` is a ``torch.device`` with
     its index for per-rank accelerators; ``amp`` and ``profiling`` are the
     plugin decisions behind :meth:`autocast`, :meth:`grad_scaler`,
-    :meth:`range`, :meth:`profiler` and :meth:`memory_stats`.
+    :meth:`range`, :meth:`profiler` and :meth:`memory_stats`. :meth:`step`
+    ends a training step (the device's step boundary, then the step's time).
     """
 
     device: Any
@@ -72,10 +74,17 @@ class Runtime:
     """Which attempt of the job this is (0 = first): ``EZPZ_ATTEMPT`` + ``TORCHELASTIC_RESTART_COUNT``."""
     owns_process_group: bool = True  # False when setup() adopted a group another framework made (explain())
     _autocast_kwargs: dict[str, Any] | None = field(init=False, repr=False, eq=False)
+    _step_mark: Any = field(init=False, repr=False, eq=False)
+    step_clock: StepClock = field(init=False, factory=StepClock, repr=False, eq=False)
+    """The steps :meth:`step` has ended and the wall time of the recent ones."""
 
     @_autocast_kwargs.default
     def _make_autocast_kwargs(self) -> dict[str, Any] | None:
         return {"device_type": self.device_type, "dtype": self.amp.torch_dtype} if self.amp.autocast else None
+
+    @_step_mark.default
+    def _make_step_mark(self) -> Any:
+        return self.plan.step.mark if self.plan.step is not None else None
 
     @classmethod
     def from_plan(
@@ -112,6 +121,19 @@ class Runtime:
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
+
+    def step(self) -> int:
+        """End one training step: call it once per step, after ``optimizer.step()``.
+
+        Runs the device's step boundary, which its plugin names
+        (``explain()["step"]``): on a lazy device (XLA) the step's graph runs
+        here; on eager devices there is nothing to flush. Then the step's wall
+        time goes to :attr:`step_clock`. Returns how many steps have ended.
+        """
+        mark = self._step_mark
+        if mark is not None:
+            mark()
+        return self.step_clock.tick()
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""

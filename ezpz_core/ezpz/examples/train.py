@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
         with rt.range("step"):
             scaler.step(opt)
             scaler.update()
+        rt.step()  # the step is over: a lazy device runs its graph here, an eager one only times it
         if step == start_step + 1:
             first_loss = loss.item()
         if step % args.log_every == 0 or step == args.steps:

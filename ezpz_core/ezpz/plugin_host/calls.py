@@ -24,7 +24,7 @@ from ezpz.plugin_host.deadline import Call, HookTimeout, called, calling, run_wa
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
     from ezpz.failures.signatures import FailureSignature
-    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan, StepBoundary
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.plugin_host.host import PluginHost
     from ezpz.runtime import Runtime
@@ -143,6 +143,9 @@ class Hooks:
 
     def compile_policy(self, device: DeviceCandidate, build: TorchBuild) -> tuple[str, CompilePolicy] | None:
         return self._first("ezpz_compile_policy", {"device": device, "build": build})
+
+    def step_boundary(self, device: DeviceCandidate, build: TorchBuild) -> tuple[str, StepBoundary] | None:
+        return self._first("ezpz_step_boundary", {"device": device, "build": build})
 
     def before_init(self, plan: SetupPlan) -> list[tuple[str, LifecycleAction]]:
         return self._call("ezpz_before_init", {"plan": plan}, first=False)

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 
 from ezpz.plugin_host.calls import Hooks
 from ezpz.startup.environ import snapshot
-from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport, SetupPlan
+from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport, SetupPlan, StepBoundary
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.explain import Explanation
 from ezpz.facts import DeviceCandidate, LaunchEnv, Rejection, TorchBuild
@@ -69,11 +69,13 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
         activities=("CPU",), reason=f"no plugin described profiling for {cand.device_type}; CPU activity only"
     )
     compile_policy = _compile_policy(hooks, cand, build, settings)
+    step_answer = hooks.step_boundary(cand, build)
+    step = step_answer[1] if step_answer else StepBoundary.eager(cand.label)
     from ezpz.startup.threads import choose_threads, probe_thread_facts
 
     threads = choose_threads(probe_thread_facts(environ, launch.local_world_size, launch.launcher))
     return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
-                     timeout_s=settings.timeout_s, compile=compile_policy, threads=threads)
+                     timeout_s=settings.timeout_s, compile=compile_policy, threads=threads, step=step)
 
 
 def _compile_policy(hooks: Hooks, cand: DeviceCandidate, build: TorchBuild, settings: SetupSettings):  # type: ignore[no-untyped-def]
@@ -138,6 +140,14 @@ def _compile_decision(plan: SetupPlan) -> tuple[Decision, ...]:
     return (Decision(topic="compile", chosen=policy.label, reason=policy.reason, alternatives=alts, details=details),)
 
 
+def _step_decision(plan: SetupPlan) -> tuple[Decision, ...]:
+    step = plan.step
+    if step is None:
+        return ()
+    return (Decision(topic="step", chosen=f"Runtime.step() calls {step.name}" if step.mark else "Runtime.step() "
+                     "counts and times the step (no device call)", reason=step.reason),)
+
+
 def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mapping[str, object], ...] = ()) -> Explanation:
     launch, dev, cand = plan.launch, plan.device, plan.device.candidate
     launch_details = {k: f"{getattr(launch, k)} (from {v})" for k, v in launch.sources.items()}
@@ -168,6 +178,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
         Decision(topic="profiling", chosen=f"activities {','.join(plan.profiling.activities)}; "
                  f"ranges {plan.profiling.marker or 'torch record_function only'}", reason=plan.profiling.reason),
         *_compile_decision(plan),
+        *_step_decision(plan),
         Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
         Decision(topic="attempt", chosen=str(settings.attempt), reason=f"from {settings.attempt_from}",
                  details={"failure records": settings.failure_dir or "not written (EZPZ_FAILURE_DIR unset)"}),

@@ -177,6 +177,7 @@ def exercise(
                         must_answer=True, config_error_ok=True)
         prof = caller.call("ezpz_profiling", label, {"device": cand, "build": build})
         caller.call("ezpz_compile_policy", label, {"device": cand, "build": build})
+        caller.call("ezpz_step_boundary", label, {"device": cand, "build": build})
         plan = synthetic_plan(cand, build, _PAIR, backend, amp, prof)
         caller.call("ezpz_before_init", label, {"plan": plan})
         if caller.has("ezpz_after_setup"):
@@ -188,6 +189,7 @@ def exercise(
     caller.call("ezpz_amp_policy", foreign, {"device": _FOREIGN, "build": build, "requested": "auto"}, must_be_none=True)
     caller.call("ezpz_profiling", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
     caller.call("ezpz_compile_policy", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
+    caller.call("ezpz_step_boundary", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
     foreign_plan = synthetic_plan(_FOREIGN, build, _SINGLE, None, None, None)
     caller.call("ezpz_before_init", foreign, {"plan": foreign_plan})
     if caller.has("ezpz_after_setup"):
