@@ -3,7 +3,7 @@
     python scripts/check_installed.py [PLUGIN ...]
 
 Fails (exit 1) unless the core and each named plugin are installed from a wheel (not editable, not this
-checkout's sources), each plugin is discovered through its entry point and loaded, its declared core range fits
+checkout's sources) with its PEP 561 ``py.typed`` marker, each plugin is discovered through its entry point and loaded, its declared core range fits
 the installed core, and ``ezpz.testing``'s conformance kit passes on it.
 """
 
@@ -29,6 +29,9 @@ def _installed_from_wheel(dist: str) -> str | None:
         files = [f for f in meta.files or () if f.parts[0] == name and f.name == "__init__.py"]
         if not files or not Path(meta.locate_file(files[0])).is_file():
             return f"{dist}: package {name!r} is not inside the installed distribution (missing from the wheel?)"
+        if not any(f.parts[0] == name and f.name == "py.typed" for f in meta.files or ()):
+            return (f"{dist}: package {name!r} has no py.typed in its wheel: type checkers would treat it as untyped "
+                    "(add it to [tool.setuptools.package-data])")
     return None
 
 

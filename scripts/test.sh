@@ -36,7 +36,7 @@ unset PYTHONHOME PYTHONPATH
 PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu)
 present=()
 for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
-TOOLS=(pytest hypothesis pytest-timeout "import-linter==2.16")
+TOOLS=(pytest hypothesis pytest-timeout "import-linter==2.16" "mypy==2.4.1")
 # The docs site (mkdocs.yml): the material theme, and mkdocstrings for the API reference (docs/api.md).
 DOCS=("mkdocs==1.6.1" "mkdocs-material==9.8.1" "mkdocstrings[python]==1.0.8" "mkdocstrings-python==2.0.11")
 

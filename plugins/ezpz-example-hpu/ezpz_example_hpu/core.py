@@ -14,7 +14,7 @@ that the hooks turn into answers.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from attrs import field, frozen
@@ -59,6 +59,11 @@ HCCL_MODULE = "habana_frameworks.torch.distributed.hccl"
 # -- facts: what the probe saw, frozen -------------------------------------------------
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` leaves a type checker guessing)."""
+    return tuple(values)
+
+
 @frozen(kw_only=True)
 class HpuFacts:
     """Everything the later hooks need to know about the device, recorded once by the probe.
@@ -69,8 +74,8 @@ class HpuFacts:
 
     source: Literal["sdk", "simulated"]
     count: int
-    names: tuple[str, ...] = field(default=(), converter=tuple)
-    module_ids: tuple[str, ...] = field(default=(), converter=tuple)
+    names: tuple[str, ...] = field(default=(), converter=_strings)
+    module_ids: tuple[str, ...] = field(default=(), converter=_strings)
     hccl_importable: bool = False
 
     @property
