@@ -37,7 +37,7 @@ def test_installed_plugins_are_discovered_through_entry_points(test_plugins_dir)
     assert good["dist"] == ["ezpz-test-good", "0.0.1"]
     assert {"cpu", "mps", "launchers"} <= {n for n, r in data["records"].items() if r["status"] == "loaded"}
     # its candidate was considered (and lost on priority), its lifecycle action ran
-    assert "not testdev [test-good]: priority -10" in data["explain"]
+    assert "not privateuseone [test-good]: priority -10" in data["explain"]
     assert "lifecycle: test-good" in data["explain"]
 
 

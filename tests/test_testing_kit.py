@@ -40,7 +40,7 @@ class FakeFacts:
 GOOD_HOOKS = '''
 @hookimpl
 def ezpz_probe_devices(build, environ):
-    return ProbeReport.found(DeviceCandidate(device_type="fakegpu", vendor="acme", reason="always here", priority=100,
+    return ProbeReport.found(DeviceCandidate(device_type="privateuseone", vendor="acme", reason="always here", priority=100,
                                              facts=FakeFacts()))
 
 
@@ -56,7 +56,7 @@ def ezpz_amp_policy(device, requested):
     if not isinstance(device.facts, FakeFacts):
         return None
     return choose_precision([PrecisionOption(dtype="bf16", supported=True, reason="acme has bf16")],
-                            requested=requested, device="fakegpu")
+                            requested=requested, device="privateuseone")
 '''
 
 
@@ -116,8 +116,8 @@ def test_in_test_good_plugin_passes_every_check(write_plugin):
     name = write_plugin(GOOD_HOOKS)
     report = assert_conformant(name)
     assert report["answers for its own devices"].passed
-    assert report["ezpz_amp_policy(fakegpu, fp16)"].passed  # refusing fp16 with a ConfigError is fine
-    assert "refused" in report["ezpz_amp_policy(fakegpu, fp16)"].detail
+    assert report["ezpz_amp_policy(privateuseone, fp16)"].passed  # refusing fp16 with a ConfigError is fine
+    assert "refused" in report["ezpz_amp_policy(privateuseone, fp16)"].detail
     assert str(report).startswith(f"plugin {name!r}")
 
 
@@ -129,12 +129,12 @@ def ezpz_profiling(device, build):
         return None
     return ProfilingSupport(activities=("CPU",), reason="host activity only")
 '''))
-    recorded = module.DeviceCandidate(device_type="fakegpu", vendor="acme", reason="recorded on a real node",
+    recorded = module.DeviceCandidate(device_type="privateuseone", vendor="acme", reason="recorded on a real node",
                                       count=8, facts=module.FakeFacts())
     report = check_plugin(module, build=recorded_build("cuda"), environ={}, candidates=[recorded],
                           isolated_import=False)
     assert report.passed, str(report)
-    assert "fakegpu#1" in " ".join(report.names())  # the probe's candidate plus the recorded one
+    assert "privateuseone#1" in " ".join(report.names())  # the probe's candidate plus the recorded one
 
 
 # -- bad plugins fail, saying exactly what is wrong ---------------------------------------------------
@@ -175,7 +175,7 @@ def ezpz_profiling(device, build):
 def test_hook_returning_a_str_fails(write_plugin):
     name = write_plugin(GOOD_HOOKS.replace('BackendChoice(name="gloo", reason="acme talks gloo")', '"gloo"'))
     report = check_plugin(name, isolated_import=False)
-    fails(report, "ezpz_select_backend(fakegpu, single)", "returned str ('gloo'), expected BackendChoice or None")
+    fails(report, "ezpz_select_backend(privateuseone, single)", "returned str ('gloo'), expected BackendChoice or None")
     fails(report, "plan with the built-ins", "quarantined", "ezpz_select_backend returned str")
 
 
@@ -194,7 +194,7 @@ def test_empty_alternative_reason_fails(write_plugin):
         'BackendChoice(name="gloo", reason="acme talks gloo")',
         'BackendChoice(name="gloo", reason="acme talks gloo", alternatives=[Alternative(name="nccl", reason="")])',
     ))
-    fails(check_plugin(name, isolated_import=False), "ezpz_select_backend(fakegpu, 2 ranks)",
+    fails(check_plugin(name, isolated_import=False), "ezpz_select_backend(privateuseone, 2 ranks)",
           "alternatives[0].reason is empty")
 
 
@@ -206,7 +206,7 @@ import attrs
 @hookimpl
 def ezpz_probe_devices(build, environ):
     with attrs.validators.disabled():  # sneaks past the record's own validator
-        return ProbeReport(rejections=[Rejection(device_type="fakegpu", vendor="acme", reason="  ")])
+        return ProbeReport(rejections=[Rejection(device_type="privateuseone", vendor="acme", reason="  ")])
 ''')
     fails(check_plugin(name, isolated_import=False), "ezpz_probe_devices(inputs)", "rejections[0].reason is empty")
 
@@ -233,11 +233,11 @@ def test_offering_a_device_without_backend_or_precision_hooks_fails(write_plugin
     name = write_plugin('''
 @hookimpl
 def ezpz_probe_devices(build, environ):
-    return ProbeReport.found(DeviceCandidate(device_type="fakegpu", vendor="acme", reason="here", priority=100,
+    return ProbeReport.found(DeviceCandidate(device_type="privateuseone", vendor="acme", reason="here", priority=100,
                                              facts=FakeFacts()))
 ''')
     report = check_plugin(name, isolated_import=False)
-    fails(report, "answers for its own devices", "offers fakegpu but implements no ezpz_select_backend or ezpz_amp_policy")
+    fails(report, "answers for its own devices", "offers privateuseone but implements no ezpz_select_backend or ezpz_amp_policy")
     fails(report, "plan with the built-ins", "did not answer ezpz_select_backend")
 
 

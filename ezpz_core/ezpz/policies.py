@@ -6,7 +6,7 @@ vendor-ordered options so that overrides behave the same for every vendor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ezpz.decisions import (
     SUPPORTED, UNSUPPORTED, AmpPolicy, BackendChoice, BackendOption, DeviceChoice, PrecisionOption,
@@ -14,7 +14,10 @@ from ezpz.decisions import (
 from ezpz.errors import UnavailableError
 from ezpz.facts import Alternative, DeviceCandidate, Rejection
 
-__all__ = ["choose_backend", "choose_device", "choose_precision", "parse_device_request", "rank_candidates"]
+__all__ = [
+    "choose_backend", "choose_device", "choose_precision", "parse_device_request", "rank_candidates",
+    "refuse_unknown_device_types",
+]
 
 
 def rank_candidates(candidates: Sequence[DeviceCandidate]) -> list[DeviceCandidate]:
@@ -36,6 +39,32 @@ def parse_device_request(value: str, *, name: str) -> tuple[str, int | None]:
             fix=f"set {name} to one of the device types `ezpz doctor` lists, or unset it",
         )
     return kind, (int(index) if sep else None)
+
+
+def refuse_unknown_device_types(
+    candidates: Sequence[DeviceCandidate], unknown: Mapping[str, str]
+) -> tuple[list[DeviceCandidate], list[Rejection]]:
+    """Candidates torch can make, and a rejection for each one whose device type torch does not know.
+
+    ``unknown`` maps a device type to torch's refusal (:func:`ezpz.probes.torch_types.unknown_device_types`).
+    The usual cause is the vendor's torch extension (``torch_npu``, a PrivateUse1 backend) not installed, not
+    imported by the plugin, or broken; the reason names the plugin, the device type and that fix.
+    """
+    kept: list[DeviceCandidate] = []
+    refused: list[Rejection] = []
+    for cand in candidates:
+        message = unknown.get(cand.device_type)
+        if message is None:
+            kept.append(cand)
+            continue
+        plugin = cand.plugin or "?"
+        refused.append(Rejection(
+            device_type=cand.device_type, vendor=cand.vendor, plugin=cand.plugin,
+            reason=(f"plugin {plugin!r} offered device type {cand.device_type!r}, which this torch does not know "
+                    f"({message}); install the vendor's torch extension that registers {cand.device_type!r} and "
+                    f"have the plugin import it in its probe (or set EZPZ_DISABLE_PLUGINS={plugin})"),
+        ))
+    return kept, refused
 
 
 def _matches(candidate: DeviceCandidate, kind: str) -> bool:
@@ -73,7 +102,9 @@ def choose_device(
                 value=requested,
                 expected=f"a device the installed plugins offer here: {offered}"
                 + (f" (rejected: {why_not})" if why_not else ""),
-                fix=f"pick one of the offered devices, install the plugin for {kind!r}, or unset {requested_from}",
+                fix=(f"fix what the rejection of {kind!r} above says, pick one of the offered devices, or unset "
+                     f"{requested_from}") if why_not else
+                    f"pick one of the offered devices, install the plugin for {kind!r}, or unset {requested_from}",
             )
         chosen = matching[0]
         reason = f"requested by {requested_from}={requested}"

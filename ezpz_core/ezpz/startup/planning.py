@@ -14,7 +14,8 @@ from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport,
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.explain import Explanation
 from ezpz.facts import DeviceCandidate, LaunchEnv, Rejection, TorchBuild
-from ezpz.policies import choose_device
+from ezpz.policies import choose_device, refuse_unknown_device_types
+from ezpz.probes.torch_types import unknown_device_types
 from ezpz.settings import SetupSettings
 
 __all__ = ["plan_setup", "explain_plan"]
@@ -48,6 +49,10 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     for plugin, report in hooks.probe_devices(build, environ):
         candidates += [c if c.plugin else _with_plugin(c, plugin) for c in report.candidates]
         rejections += [r if r.plugin else _with_plugin(r, plugin) for r in report.rejections]
+    # Every probe has run (a plugin imports its torch extension there): a device type torch still does not know
+    # would fail at torch.device(); refuse it here, with the fix, and let the next candidate win.
+    candidates, refused = refuse_unknown_device_types(candidates, unknown_device_types(c.device_type for c in candidates))
+    rejections += refused
     device = choose_device(
         candidates, rejections, local_rank=launch.local_rank, local_world_size=launch.local_world_size,
         requested=settings.device, requested_from=settings.device_from,

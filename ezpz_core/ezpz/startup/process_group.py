@@ -27,6 +27,29 @@ _LOST = re.compile(r"connection reset|broken pipe|closed|failed to (recv|send)|s
                    re.IGNORECASE)
 
 
+def _check_backend_known(plan: SetupPlan) -> None:
+    """Refuse, naming the plugin and the fix, a backend torch.distributed does not know after ``ezpz_before_init``.
+
+    Checked here, not while planning: a plugin may register its backend only in ``ezpz_before_init`` (oneCCL's
+    ``ccl`` exists once its bindings are imported), which runs after the plan is made.
+    """
+    from ezpz.errors import UnavailableError
+    from ezpz.probes.torch_types import backend_known
+
+    name = plan.backend.name
+    if backend_known(name):
+        return
+    plugin = plan.device.candidate.plugin or "?"
+    raise UnavailableError(
+        name="backend", value=name,
+        expected=(f"a collective backend torch.distributed knows (built in, or registered with "
+                  f"torch.distributed.Backend.register_backend); plugin {plugin!r} chose {name!r} for "
+                  f"{plan.device.torch_device}, and after ezpz_before_init torch.distributed still does not know it"),
+        fix=(f"install the vendor's collective bindings that register {name!r} and have plugin {plugin!r} import "
+             f"them in ezpz_before_init, or set EZPZ_BACKEND to a backend torch knows (gloo)"),
+    )
+
+
 def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None) -> None:
     """Create the default process group for ``plan``; raise a named error within ``plan.timeout_s`` + grace.
 
@@ -35,6 +58,7 @@ def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None
     """
     from ezpz.launch_env import store as _store
 
+    _check_backend_known(plan)
     launch = plan.launch
     rdzv = _store.connect(launch, plan.timeout_s, os.environ if environ is None else environ)
 

@@ -139,6 +139,32 @@ def synthetic_runtime(plan: SetupPlan) -> Any:
     return Runtime.from_plan(plan, Explanation(decisions=()), device=device)
 
 
+def _device_types_known(plugin: str, found: Sequence[DeviceCandidate]) -> list[CheckResult]:
+    """One result per device type the probe offered here: can torch make it (after the probe imported what it needs)?"""
+    from ezpz.probes.torch_types import unknown_device_types
+
+    unknown = unknown_device_types(c.device_type for c in found)
+    return [CheckResult(
+        f"device type known to torch ({device_type})", device_type not in unknown,
+        f"plugin {plugin!r} offers {device_type!r}, but torch.device({device_type!r}) fails: {unknown[device_type]}; "
+        "import the vendor's torch extension in the probe (setup() refuses this device)"
+        if device_type in unknown else f"torch.device({device_type!r}) works",
+    ) for device_type in sorted({c.device_type for c in found})]
+
+
+def _backend_known(plugin: str, label: str, backend: str) -> CheckResult:
+    """After ``ezpz_before_init``, does torch.distributed know the backend the plugin chose for its own device?"""
+    from ezpz.probes.torch_types import backend_known
+
+    known = backend_known(backend)
+    return CheckResult(
+        f"backend known to torch.distributed ({label}: {backend})", known,
+        f"torch.distributed knows {backend!r}" if known else
+        f"plugin {plugin!r} chose {backend!r}, which torch.distributed does not know even after ezpz_before_init; "
+        "register it there (import the vendor's collective bindings), or init_process_group fails",
+    )
+
+
 def exercise(
     caller: Caller, name: str, build: TorchBuild, environ: Mapping[str, str], extra: Sequence[DeviceCandidate]
 ) -> list[CheckResult]:
@@ -148,6 +174,8 @@ def exercise(
     report = caller.call("ezpz_probe_devices", "inputs", {"build": build, "environ": environ})
     if report is not None:
         own += [c if c.plugin else attrs.evolve(c, plugin=name) for c in report.candidates]
+    found_here = list(own)  # offered by the probe on this machine (not recorded): torch must be able to make them
+    extra_results += _device_types_known(name, found_here)
     caller.call("ezpz_probe_devices", "bare: cpu-only torch, empty environment", {"build": _BARE_BUILD, "environ": {}})
     own += list(extra)
 
@@ -180,6 +208,8 @@ def exercise(
         caller.call("ezpz_step_boundary", label, {"device": cand, "build": build})
         plan = synthetic_plan(cand, build, _PAIR, backend, amp, prof)
         caller.call("ezpz_before_init", label, {"plan": plan})
+        if backend is not None and any(cand is c for c in found_here):
+            extra_results.append(_backend_known(name, label, backend.name))
         if caller.has("ezpz_after_setup"):
             caller.call("ezpz_after_setup", label, {"runtime": synthetic_runtime(plan)})
 

@@ -43,6 +43,11 @@ def fake_sdk(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     fake_module(monkeypatch, "habana_frameworks.torch.hpu", is_available=lambda: True, device_count=lambda: 8,
                 get_device_name=lambda device=None: "GAUDI2")
     fake_module(monkeypatch, plugin.HCCL_MODULE)
+    # Importing the real hccl module registers "hccl" with torch.distributed; the stand-in does the same, undone
+    # after the test (the core refuses a backend torch.distributed does not know after ezpz_before_init).
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist.Backend, "backend_list", [*dist.Backend.backend_list, "hccl"])
     return [plugin.HCCL_MODULE]
 
 
@@ -205,7 +210,7 @@ class FakeGpuPlugin:
 
     @ezpz.hookimpl
     def ezpz_probe_devices(self, build, environ):
-        return ProbeReport.found(DeviceCandidate(device_type="fakegpu", vendor="acme", count=8, priority=100,
+        return ProbeReport.found(DeviceCandidate(device_type="cuda", vendor="acme", count=8, priority=100,
                                                  reason="8 fake GPUs", facts=FakeGpuFacts()))
 
     @ezpz.hookimpl
@@ -228,12 +233,12 @@ def test_priority_110_beats_a_priority_100_gpu():
     the_plan = make_plan(host, environ={SIMULATE_VAR: "2"}, build=recorded_build("cpu"))
     assert the_plan.device.torch_device == "hpu:0"
     assert "highest priority (110)" in the_plan.device.reason
-    assert [a.name for a in the_plan.device.alternatives][:2] == ["fakegpu", "cpu"]
+    assert [a.name for a in the_plan.device.alternatives][:2] == ["cuda", "cpu"]
     # The user still decides: EZPZ_DEVICE picks the GPU.
-    chosen = make_plan(host, environ={SIMULATE_VAR: "2", "EZPZ_DEVICE": "fakegpu"}, build=recorded_build("cpu"))
-    assert chosen.device.candidate.device_type == "fakegpu"
+    chosen = make_plan(host, environ={SIMULATE_VAR: "2", "EZPZ_DEVICE": "cuda"}, build=recorded_build("cpu"))
+    assert chosen.device.candidate.device_type == "cuda"
     # Without a device the GPU wins again.
-    assert make_plan(host, environ={}, build=recorded_build("cpu")).device.candidate.device_type == "fakegpu"
+    assert make_plan(host, environ={}, build=recorded_build("cpu")).device.candidate.device_type == "cuda"
 
 
 def test_plan_under_torchrun_picks_hpu_at_local_rank():

@@ -42,6 +42,10 @@ def intel(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeIntel]:
             fake.imported.append(name)
             if name in fake.import_error:
                 raise fake.import_error[name]
+            if name == probe.CCL_MODULE:  # the real bindings register "ccl" with torch.distributed on import
+                import torch.distributed as dist
+
+                monkeypatch.setattr(dist.Backend, "backend_list", [*dist.Backend.backend_list, "ccl"])
             return object()
 
         monkeypatch.setattr(probe, "device_count", lambda: len(fake.devices))

@@ -6,7 +6,7 @@ from ezpz.facts import DeviceCandidate, ProbeReport
 
 @hookimpl
 def ezpz_probe_devices(build, environ):
-    return ProbeReport.found(DeviceCandidate(device_type="testdev", vendor="testvendor", priority=-10,
+    return ProbeReport.found(DeviceCandidate(device_type="privateuseone", vendor="testvendor", priority=-10,
                                              reason="test plugin device, below cpu on purpose"))
 
 
