@@ -37,30 +37,24 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["DEVICE_TYPE", "COUNT_VAR", "EmuModule", "device_count_from_env", "is_registered", "register",
-           "to_cpu_alias", "to_emu"]
+__all__ = ["DEVICE_COUNT", "DEVICE_TYPE", "EmuModule", "is_registered", "register", "to_cpu_alias", "to_emu"]
 
 DEVICE_TYPE = "emu"
-COUNT_VAR = "EZPZ_EXAMPLE_EMU_DEVICES"
-_DEFAULT_COUNT = 8
+#: Devices per process. torch's Python-side device guard (torch/csrc/acc/Module.cpp, torch 2.13) reports one,
+#: and the autograd engine keeps one ready queue per device index: a backward pass on emu:1 fails its
+#: internal assert. So every process has one emu device, emu:0, as if each saw only its own.
+DEVICE_COUNT = 1
 _KDL_CPU, _KDL_EXT_DEV = 1, 12  # DLPack device types; torch maps kDLExtDev to PrivateUse1
 
 _lock = threading.Lock()
 _registered = False
 _libraries: list[Any] = []  # torch.library.Library objects must stay alive for their kernels to stay registered
-
-
-def device_count_from_env(environ: Any = None) -> int:
-    """How many ``emu`` devices this process has: ``EZPZ_EXAMPLE_EMU_DEVICES``, default 8 (checked by the plugin)."""
-    raw = (os.environ if environ is None else environ).get(COUNT_VAR, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else _DEFAULT_COUNT
 
 
 # -- memory: CPU memory handed to the device and back, never copied ---------------------------------------
@@ -130,8 +124,8 @@ class EmuModule:
         index = torch.device(device).index if not isinstance(device, int) else device
         index = 0 if index is None else int(index)
         if not 0 <= index < self._count:
-            raise RuntimeError(f"emu:{index} does not exist: this process has {self._count} emu device(s) "
-                               f"({COUNT_VAR})")
+            raise RuntimeError(f"emu:{index} does not exist: a process has {self._count} emu device(s) "
+                               "(torch's Python device guard reports one)")
         self._current.index = index
 
     @contextlib.contextmanager
@@ -396,10 +390,9 @@ def is_registered() -> bool:
     return _registered
 
 
-def register(count: int | None = None) -> EmuModule:
+def register() -> EmuModule:
     """Make ``emu`` a torch device in this process (idempotent); return ``torch.emu``.
 
-    :param count: How many devices; default ``EZPZ_EXAMPLE_EMU_DEVICES`` or 8.
     :raises RuntimeError: When another PrivateUse1 backend already owns the key.
     """
     global _registered
@@ -411,7 +404,7 @@ def register(count: int | None = None) -> EmuModule:
             raise RuntimeError(f"PrivateUse1 is already the {taken!r} backend in this process; emu cannot take it")
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-        module = EmuModule(count if count is not None else device_count_from_env())
+        module = EmuModule(DEVICE_COUNT)
         _setup_privateuseone_for_python_backend(DEVICE_TYPE, module, _Hooks(), _Guard())
         impl = torch.library.Library("aten", "IMPL")
         empty_memory_format, empty_strided = _make_empty(module)
