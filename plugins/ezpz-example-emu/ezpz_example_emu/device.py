@@ -292,6 +292,28 @@ def _fallback(module: EmuModule) -> Callable[..., Any]:
     return kernel
 
 
+def _on_cpu_as(cpu_op: Any, module: EmuModule) -> Callable[..., Any]:
+    """A kernel that runs ``cpu_op`` on CPU aliases of its arguments and hands the results back as emu tensors.
+
+    For the ``*_overrideable`` operators: torch's composite (``_convolution``)
+    calls them on any device it has no kernel for, and their default raises.
+    """
+    def kernel(*args: Any) -> Any:
+        index = _index_of(args, module)
+        out = cpu_op(*(_map(a, lambda t: to_cpu_alias(t) if t.device.type == DEVICE_TYPE else t) for a in args))
+        return _map(out, lambda t: to_emu(t, index) if t.device.type == "cpu" else t)
+
+    return kernel
+
+
+def _convolution_backward(grad_output: Any, input: Any, weight: Any, stride: Any, padding: Any, dilation: Any,
+                          transposed: bool, output_padding: Any, groups: int, output_mask: Any) -> Any:
+    """``convolution_backward_overrideable`` -> ``convolution_backward``, which also wants the bias's size."""
+    channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    return torch.ops.aten.convolution_backward(grad_output, input, weight, [channels], stride, padding, dilation,
+                                               transposed, output_padding, groups, output_mask)
+
+
 def _written_inputs(schema: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """For each return that aliases a written input (``add_``'s self, ``out=``), that input."""
     found = []
@@ -413,6 +435,8 @@ def register() -> EmuModule:
         impl.impl("_copy_from", _copy_from, "PrivateUse1")
         impl.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
         impl.impl("resize_", _resize_, "PrivateUse1")
+        impl.impl("convolution_overrideable", _on_cpu_as(torch.ops.aten.convolution.default, module), "PrivateUse1")
+        impl.impl("convolution_backward_overrideable", _on_cpu_as(_convolution_backward, module), "PrivateUse1")
         for view in ("as_strided", "view", "_reshape_alias", "set_.source_Storage_storage_offset",
                      "set_.source_Storage", "set_.source_Tensor", "set_", "unfold", "view.dtype", "alias",
                      "_unsafe_view"):

@@ -80,6 +80,21 @@ def test_training_step_equals_the_cpu_bitwise():
         assert b.device.type == "emu" and torch.equal(a.detach(), b.detach().cpu())
 
 
+def test_convolutions_forward_and_backward_equal_the_cpu():
+    torch.manual_seed(0)
+    ref = torch.nn.Conv2d(3, 4, 3, padding=1)
+    dev = torch.nn.Conv2d(3, 4, 3, padding=1)
+    dev.load_state_dict(ref.state_dict())
+    dev.to("emu")
+    x = torch.randn(2, 3, 8, 8)
+    a, b = ref(x), dev(x.to("emu"))
+    a.square().sum().backward()
+    b.square().sum().backward()
+    assert torch.equal(a.detach(), b.detach().cpu())
+    for p, q in zip(ref.parameters(), dev.parameters()):
+        assert q.grad.device.type == "emu" and torch.equal(p.grad, q.grad.cpu())
+
+
 def test_autocast_really_casts_to_the_requested_dtype():
     assert torch.amp.is_autocast_available("emu")
     lin = torch.nn.Linear(4, 4).to("emu")
