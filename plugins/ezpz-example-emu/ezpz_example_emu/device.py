@@ -20,7 +20,9 @@ This module is the device, not the ezpz plugin: it knows nothing of ezpz.
   results back as ``emu`` tensors; view operators (``as_strided``, ``view``,
   ``set_`` ...) are redispatched to the CPU kernels, which only rewrite a
   tensor's sizes, strides and storage and never touch its device; ``_copy_from``
-  moves data between ``cpu`` and ``emu``;
+  moves data between ``cpu`` and ``emu``; operators torch would decompose on a
+  device without kernels (``native_layer_norm``, convolution, attention) take
+  the CPU's kernels as the CPU would, so results equal a ``cpu`` run's;
 * autocast: kernels on ``AutocastPrivateUse1`` that cast the inputs of matrix
   products and convolutions to ``torch.get_autocast_dtype("emu")`` and those of
   reductions and losses to fp32 (the CUDA lists, shortened), and a fallthrough
@@ -314,6 +316,74 @@ def _convolution_backward(grad_output: Any, input: Any, weight: Any, stride: Any
                                                transposed, output_padding, groups, output_mask)
 
 
+# attention: torch picks a fused kernel through a C++ dispatch stub a Python backend cannot fill, so on
+# PrivateUse1 it always takes the math path. emu's kernels are the CPU's, so it asks the CPU which kernel
+# the CPU would take, and takes the same one (autograd included): results equal a cpu run's.
+_FLASH = 1  # int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+
+
+class _CpuFlashAttention(torch.autograd.Function):
+    """The CPU's flash-attention kernel and its backward, on emu tensors (each run through the fallback)."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                dropout_p: float, is_causal: bool, scale: float | None) -> torch.Tensor:
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, dropout_p, is_causal, attn_mask=mask, scale=scale)
+        ctx.save_for_backward(q, k, v, out, lse, mask)
+        ctx.dropout_p, ctx.is_causal, ctx.scale = dropout_p, is_causal, scale
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        q, k, v, out, lse, mask = ctx.saved_tensors
+        gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            grad, q, k, v, out, lse, ctx.dropout_p, ctx.is_causal, attn_mask=mask, scale=ctx.scale)
+        return gq, gk, gv, None, None, None, None
+
+
+def _plain(t: Any) -> bool:
+    """A real tensor (not a fake or functional one from tracing): its memory can be looked at."""
+    return t is None or (type(t) in (torch.Tensor, torch.nn.Parameter) and not torch._is_functional_tensor(t))
+
+
+def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
+               dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None,
+               enable_gqa: bool = False) -> torch.Tensor:
+    """``scaled_dot_product_attention`` on emu (the autograd kernel): the kernel the CPU would choose."""
+    choice = 0
+    if all(_plain(t) for t in (query, key, value, attn_mask)):
+        down = [None if t is None else to_cpu_alias(t) for t in (query, key, value, attn_mask)]
+        choice = torch.ops.aten._fused_sdp_choice(*down[:3], down[3], dropout_p, is_causal, scale=scale,
+                                                  enable_gqa=enable_gqa)
+    mask = attn_mask
+    if mask is not None and mask.dtype == torch.bool:  # as torch's convert_boolean_attn_mask
+        mask = torch.zeros_like(mask, dtype=query.dtype).masked_fill_(mask.logical_not(), float("-inf"))
+    if choice == _FLASH and not (mask is not None and mask.requires_grad):
+        return _CpuFlashAttention.apply(query, key, value, mask, dropout_p, is_causal, scale)
+    return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, mask, dropout_p, is_causal, None,
+                                                             scale=scale, enable_gqa=enable_gqa)[0]
+
+
+def _cpu_kernels_over_composites() -> list[str]:
+    """Operators with a CPU kernel *and* a generic ``CompositeExplicitAutograd`` one (not a structured wrapper).
+
+    On a device without its own kernel, the dispatcher takes the composite, a
+    decomposition (``native_layer_norm`` -> ``math_native_layer_norm``), before
+    any fallback: numerically not the CPU's kernel. emu's kernels are the CPU's,
+    so these are sent to the fallback too (torch 2.13: ``native_layer_norm``,
+    ``native_group_norm``, ``addr``, ``_stack``, ``all``/``any.dims_out``, ...).
+    """
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return sorted(n.removeprefix("aten::") for n in torch._C._dispatch_get_all_op_names()
+                  if n.startswith("aten::") and has(n, "CPU") and has(n, "CompositeExplicitAutograd")
+                  and not has(n, "CompositeExplicitAutogradNonFunctional") and not has(n, "PrivateUse1"))
+
+
+def _through(kernel: Callable[..., Any], op: Any) -> Callable[..., Any]:
+    return lambda *args, **kwargs: kernel(op, *args, **kwargs)
+
+
 def _written_inputs(schema: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """For each return that aliases a written input (``add_``'s self, ``out=``), that input."""
     found = []
@@ -441,14 +511,18 @@ def register() -> EmuModule:
                      "set_.source_Storage", "set_.source_Tensor", "set_", "unfold", "view.dtype", "alias",
                      "_unsafe_view"):
             impl.impl(view, _redispatch_to_cpu(view), "PrivateUse1")
+        impl.impl("scaled_dot_product_attention", _attention, "AutogradPrivateUse1")
         for name in _LOWER:
             impl.impl(name, _autocast_kernel(name, lower=True), "AutocastPrivateUse1")
         for name in _FP32:
             impl.impl(name, _autocast_kernel(name, lower=False), "AutocastPrivateUse1")
         torch.storage._StorageBase.emu = _storage_to_emu  # type: ignore[attr-defined]
         torch.serialization.register_package(5, _location_tag, _restore)  # torch.load onto emu, before torch's own
+        fallback = _fallback(module)
+        for name in _cpu_kernels_over_composites():
+            impl.impl(name, _through(fallback, _op(name)), "PrivateUse1")
         fallbacks = torch.library.Library("_", "IMPL")
-        fallbacks.fallback(_fallback(module), "PrivateUse1")
+        fallbacks.fallback(fallback, "PrivateUse1")
         fallbacks.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
         _libraries.extend((impl, fallbacks))
         _registered = True

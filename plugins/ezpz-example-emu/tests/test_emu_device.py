@@ -95,6 +95,32 @@ def test_convolutions_forward_and_backward_equal_the_cpu():
         assert q.grad.device.type == "emu" and torch.equal(p.grad, q.grad.cpu())
 
 
+@pytest.mark.parametrize("mask", ["causal", "float", "bool"])
+def test_attention_takes_the_kernel_the_cpu_takes(mask):
+    """The CPU's fused attention (forward and backward), not torch's math path for devices without one."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 8, 16, requires_grad=True) for _ in range(3))
+    qe, ke, ve = (t.detach().to("emu").requires_grad_() for t in (q, k, v))
+    attn = {"causal": None, "float": torch.randn(8, 8), "bool": torch.rand(8, 8) > 0.3}[mask]
+    kwargs = {"is_causal": mask == "causal"}
+    a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn, **kwargs)
+    b = torch.nn.functional.scaled_dot_product_attention(qe, ke, ve, attn_mask=None if attn is None else attn.to("emu"),
+                                                         **kwargs)
+    grad = torch.randn_like(a)
+    a.backward(grad)
+    b.backward(grad.to("emu"))
+    assert torch.equal(a.detach(), b.detach().cpu())
+    assert all(torch.equal(x.grad, y.grad.cpu()) for x, y in ((q, qe), (k, ke), (v, ve)))
+
+
+def test_layer_and_group_norm_take_the_cpu_kernels_not_torchs_decomposition():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 16)
+    assert torch.equal(torch.nn.functional.layer_norm(x, [16]),
+                       torch.nn.functional.layer_norm(x.to("emu"), [16]).cpu())
+    assert torch.equal(torch.nn.functional.group_norm(x, 2), torch.nn.functional.group_norm(x.to("emu"), 2).cpu())
+
+
 def test_autocast_really_casts_to_the_requested_dtype():
     assert torch.amp.is_autocast_available("emu")
     lin = torch.nn.Linear(4, 4).to("emu")

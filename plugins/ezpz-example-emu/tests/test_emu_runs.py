@@ -88,6 +88,25 @@ def test_portable_script_ddp_under_mpiexec_equals_the_cpu_run(tmp_path):
     assert _max_difference(cpu, emu) <= 1e-6
 
 
+def _main_job_ddp(tmp_path: Path, device: str, launcher: list[str]) -> dict[str, torch.Tensor]:
+    out = tmp_path / f"main-{device}.pt"
+    env = child_env(EZPZ_DEVICE=device, EZPZ_PRECISION="fp32")
+    proc = run([*launcher, "-m", "ezpz.examples.train", "--steps", "10", "--final-weights", str(out)], env=env,
+               cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"device {device} (" in proc.stdout.splitlines()[0], proc.stdout
+    return torch.load(out, map_location="cpu", weights_only=True)
+
+
+@pytest.mark.launcher
+def test_main_job_ddp_under_mpiexec_equals_the_cpu_run(tmp_path):
+    """The transformer: attention and layer norm take the CPU's kernels on emu too, so the weights match."""
+    launcher = [*mpiexec_argv(2, "EZPZ_DEVICE", "EZPZ_PRECISION"), PY]
+    cpu = _main_job_ddp(tmp_path, "cpu", launcher)
+    emu = _main_job_ddp(tmp_path, "emu", launcher)
+    assert cpu.keys() == emu.keys() and _max_difference(list(cpu.values()), list(emu.values())) <= 1e-6
+
+
 def _train(tmp_path: Path, name: str, *extra: str) -> tuple[str, dict]:
     report = tmp_path / f"{name}.json"
     argv = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()), *extra,
