@@ -198,7 +198,7 @@ class _Guard(torch._C._acc.DeviceGuard):  # type: ignore[misc,name-defined]
 
 # -- kernels --------------------------------------------------------------------------------------------------
 
-_PU1 = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)  # redispatch target of the view kernels
 
 
 def _index_of(values: Iterable[Any], module: EmuModule) -> int:
@@ -250,7 +250,7 @@ def _write_back(emu: torch.Tensor, cpu: torch.Tensor) -> None:
         return
     fresh = to_emu(cpu, emu.device.index or 0)
     torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
-        _PU1, emu, fresh.untyped_storage(), 0, list(cpu.shape), list(cpu.stride()))
+        _CPU_KEYS, emu, fresh.untyped_storage(), 0, list(cpu.shape), list(cpu.stride()))
 
 
 def _emu_device_index(kwargs: dict[str, Any], module: EmuModule) -> int | None:
@@ -272,7 +272,7 @@ def _fallback(module: EmuModule) -> Callable[..., Any]:
         if index is None:
             index = _index_of([*args, *kwargs.values()], module)
         if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
-            return op.redispatch(_PU1, *args, **kwargs)  # a view: CPU's kernel rewrites metadata only
+            return op.redispatch(_CPU_KEYS, *args, **kwargs)  # a view: CPU's kernel rewrites metadata only
         outs = {a.name for a in schema.arguments if a.is_out}
         stand_ins: list[tuple[torch.Tensor, torch.Tensor]] = []
         cpu_args, cpu_kwargs = _cpu_args(args, kwargs, outs, stand_ins)
@@ -281,10 +281,14 @@ def _fallback(module: EmuModule) -> Callable[..., Any]:
             _write_back(emu, cpu)
         written = _written_inputs(schema, args, kwargs)
         results = out if isinstance(out, tuple) else (out,)
+        asked = kwargs.get("device")
+        stay = asked is not None and torch.device(asked).type != DEVICE_TYPE  # device="cpu": made where asked
         handed = []
         for result, mine in zip(results, written):
             if mine is not None:  # add_'s self, out=: the caller's own tensor, written in place
                 handed.append(mine)
+            elif stay:
+                handed.append(result)
             else:
                 handed.append(_map(result, lambda t: to_emu(t, index) if t.device.type == "cpu" else t))
         if not isinstance(out, tuple):
@@ -440,7 +444,7 @@ def _resize_(self: torch.Tensor, size: Any, memory_format: Any = None) -> torch.
             fresh.view(-1)[:n].copy_(to_cpu_alias(self).reshape(-1)[:n])
         new = to_emu(fresh, self.device.index or 0)
         torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
-            _PU1, self, new.untyped_storage(), 0, list(new.shape), list(new.stride()))
+            _CPU_KEYS, self, new.untyped_storage(), 0, list(new.shape), list(new.stride()))
     return self
 
 
@@ -559,6 +563,6 @@ def _redispatch_to_cpu(name: str) -> Callable[..., Any]:
     op = _op(name)
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        return op.redispatch(_PU1, *args, **kwargs)
+        return op.redispatch(_CPU_KEYS, *args, **kwargs)
 
     return kernel
