@@ -14,7 +14,7 @@
 #
 # 1. editable installs of the core and all plugins into .venv-test/: the core suite, each plugin's suite, the
 #    docs build;
-# 2. wheels of all five distributions built once (scripts/build-dists.sh), installed NOT editable into one
+# 2. wheels of all six distributions built once (scripts/build-dists.sh), installed NOT editable into one
 #    fresh venv: `ezpz doctor` and `ezpz plugins` on the core alone, then each plugin in turn installed
 #    beside the core only (its wheel added, checked, its suite run, removed again), so a file missing from
 #    a wheel or a wrong packages.find shows up here and not on a user's machine.
@@ -33,7 +33,7 @@ PY="$VENV/bin/python"
 export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
 unset PYTHONHOME PYTHONPATH
 
-PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu)
+PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu plugins/ezpz-example-emu)
 present=()
 for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
 TOOLS=(pytest hypothesis pytest-timeout "import-linter==2.16" "mypy==2.4.1")

@@ -1,4 +1,4 @@
-"""The five distributions: versions that cannot be confused with PyPI's unrelated ``ezpz``, core ranges, doctor."""
+"""The six distributions: versions that cannot be confused with PyPI's unrelated ``ezpz``, core ranges, doctor."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ except ImportError:  # Python 3.10
 
 #: The unrelated project that owns the name ``ezpz`` on PyPI ("Easy pan-zoom crop-resizing"): releases 0.1.0-0.1.2.
 UNRELATED = [Version("0.1.0"), Version("0.1.1"), Version("0.1.2")]
-PLUGINS = ["ezpz-cuda", "ezpz-rocm", "ezpz-xpu", "ezpz-example-hpu"]
+PLUGINS = ["ezpz-cuda", "ezpz-rocm", "ezpz-xpu", "ezpz-example-hpu", "ezpz-example-emu"]
 
 
 def _project(path: Path) -> dict:
@@ -123,7 +123,7 @@ def test_doctor_flags_a_really_installed_plugin_built_for_another_core(tmp_path)
     assert "ezpz-future 2.0.0  requires ezpz<3,>=2: EXCLUDES the installed core" in text
 
 
-OURS = {"ezpz", "ezpz-cuda", "ezpz-rocm", "ezpz-xpu", "ezpz-example-hpu"}
+OURS = {"ezpz", "ezpz-cuda", "ezpz-rocm", "ezpz-xpu", "ezpz-example-hpu", "ezpz-example-emu"}
 _TAKES_VALUE = {"-c", "-e", "-r", "-t", "--target", "--constraint", "--requirement", "--editable", "--index-url",
                 "--extra-index-url", "-i"}
 

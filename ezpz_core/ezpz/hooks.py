@@ -6,11 +6,12 @@ probing happens only in :func:`setup`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # imported where used: `import ezpz` only discovers plugins
     from ezpz.facts import TorchBuild
     from ezpz.runtime import Runtime
 
-__all__ = ["get_plugin_host", "get_runtime", "plan", "reload_plugins", "setup", "teardown"]
+__all__ = ["get_plugin_host", "get_runtime", "plan", "reload_plugins", "setup", "teardown", "using_plugin_host"]
 
 def _load_host(environ: Mapping[str, str] | None = None) -> tuple[PluginHost, ConfigError | None]:
     """Discover plugins; a bad plugin-control variable loads only the built-ins and is raised by setup()/plan().
@@ -63,6 +64,25 @@ def reload_plugins(environ: Mapping[str, str] | None = None) -> PluginHost:
     if _host_error is not None:
         raise _host_error
     return _host
+
+
+@contextlib.contextmanager
+def using_plugin_host(host: PluginHost) -> Iterator[PluginHost]:
+    """Inside the block, :func:`setup` and :func:`plan` use ``host`` instead of the discovered plugins.
+
+    For the conformance kit's live mode (:mod:`ezpz.testing.live`): a plugin under
+    test goes through the real ``setup()`` without being installed. Enter and
+    leave it with no live runtime (call :func:`teardown` inside the block).
+    """
+    global _host, _host_error
+    if _runtime is not None:
+        raise SetupError("using_plugin_host() after setup(): call ezpz.hooks.teardown() first")
+    saved = _host, _host_error
+    _host, _host_error = host, None
+    try:
+        yield host
+    finally:
+        _host, _host_error = saved
 
 
 def get_runtime() -> Runtime | None:

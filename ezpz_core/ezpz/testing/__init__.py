@@ -20,6 +20,11 @@ test module.
   registers without quarantine, returns its documented type with non-empty
   reasons, ignores devices it did not offer, and the module imports without
   vendor SDKs.
+* ``check_plugin(..., live=True)``: also drive the plugin's device, where it
+  is present, through a real ``setup()`` (:mod:`ezpz.testing.live`): tensors,
+  autocast, a training step, the grad scaler, ``step()``, ``synchronize()``,
+  memory stats, ranges, the profiler, ``compile()`` and a checkpoint, each a
+  named result (``live tensor round trip`` ...); the ``ezpz_live`` fixture.
 * :func:`make_host` / :func:`make_plan`: a fresh plugin host (built-ins plus
   the plugins you name) and the plan ``setup()`` would make with it.
 * :func:`recorded_build`: representative :class:`~ezpz.facts.TorchBuild` facts

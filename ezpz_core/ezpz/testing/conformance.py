@@ -16,6 +16,9 @@ A plugin passes when:
 * its module imports in a fresh interpreter where the vendor SDKs are
   unimportable, without even trying to import them, and pulls in nothing
   beyond the standard library, ezpz and ezpz's own dependencies.
+
+With ``live=True`` it also drives the plugin's device, where it is present,
+through a real ``setup()`` (:mod:`ezpz.testing.live`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def check_plugin(
     candidates: Sequence[DeviceCandidate] = (),
     allow_imports: Iterable[str] = (),
     isolated_import: bool = True,
+    live: bool = False,
 ) -> ConformanceReport:
     """Run every conformance check against ``plugin`` and report; never raises for a bad plugin.
 
@@ -74,6 +78,13 @@ def check_plugin(
         module import time.
     :param isolated_import: Run the import check in a child interpreter
         (about a second); turn off only for plugins defined inside a test.
+    :param live: Also run the live checks (:mod:`ezpz.testing.live`): where the
+        plugin offers a device here (with ``os.environ`` plus ``environ``), a real
+        ``setup()`` on it, then tensors, autocast, a training step, the grad
+        scaler, ``step()``, ``synchronize()``, memory stats, ranges, the profiler,
+        ``compile()`` and a checkpoint round trip, each a named result. They run
+        with the installed torch (``build`` is ignored) and change the process
+        as ``setup()`` does.
     """
     try:
         t = resolve(plugin)
@@ -107,6 +118,11 @@ def check_plugin(
     results += caller.results + cross
     if isolated_import:
         results.append(isolated_import_check(t.module, sdk_modules, allow_imports))
+    if live:
+        from ezpz.probes.torch_build import probe_torch_build
+        from ezpz.testing.live import live_checks
+
+        results += live_checks(t, probe_torch_build(), environ)
     return ConformanceReport(plugin=t.name, target=t.target, results=tuple(results))
 
 

@@ -10,6 +10,9 @@ nested ``conftest.py`` (``from ezpz.testing.pytest_plugin import ezpz_host``).
   :func:`ezpz.testing.make_plan` plans with it.
 * ``recorded_build``: the :func:`ezpz.testing.recorded_build` factory,
   ``recorded_build("rocm", hip="6.4.1")``.
+* ``ezpz_live``: :func:`ezpz.testing.assert_conformant` with ``live=True``
+  (``ezpz_live("example-emu", environ={"EZPZ_DEVICE": "emu"})``): the plugin's
+  device driven through a real ``setup()``, torn down after the test.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ import pytest
 from ezpz.facts import TorchBuild
 from ezpz.plugin_host.host import PluginHost
 from ezpz.testing.builds import recorded_build as _recorded_build
+from ezpz.testing.conformance import assert_conformant
 from ezpz.testing.hosts import make_host
+from ezpz.testing.report import ConformanceReport
 
-__all__ = ["ezpz_host", "recorded_build"]
+__all__ = ["ezpz_host", "ezpz_live", "recorded_build"]
 
 
 @pytest.fixture
@@ -46,3 +51,15 @@ def recorded_build() -> Callable[..., TorchBuild]:
         return _recorded_build(kind, **overrides)
 
     return factory
+
+
+@pytest.fixture
+def ezpz_live() -> Iterator[Callable[..., ConformanceReport]]:
+    """``ezpz_live(plugin, **kwargs)``: the conformance kit with its live checks, asserted; teardown() after."""
+    import ezpz
+
+    def check(plugin: object | str, **kwargs: Any) -> ConformanceReport:
+        return assert_conformant(plugin, live=True, **kwargs)
+
+    yield check
+    ezpz.hooks.teardown()

@@ -1,0 +1,164 @@
+"""Example ezpz plugin for a PrivateUse1 device emulated on the CPU: device type ``emu``, collectives ``emuccl``.
+
+The worked example of a third-party accelerator joining ezpz end to end. Unlike
+``ezpz-example-hpu``, whose device is only simulated for planning, ``emu`` is a
+real torch device: :mod:`ezpz_example_emu.device` registers it with torch
+(PrivateUse1, kernels through ``torch.library``) and
+:mod:`ezpz_example_emu.collectives` a torch.distributed backend for it, so
+``setup()``, a portable script, DDP, autocast, GradScaler, the profiler,
+``torch.compile`` and checkpoints all run on it.
+
+This module, the one the entry point names, holds only the hooks, each thin
+glue to :mod:`ezpz_example_emu.core` (facts, probe, pure policies):
+
+1. ``ezpz_probe_devices``: offers ``emu`` only when asked for, by
+   ``EZPZ_DEVICE=emu`` or ``EZPZ_EXAMPLE_EMU=1``, and then with priority -10,
+   below the built-in cpu: a teaching device never wins the default choice, and
+   without either variable the plugin says nothing, so ``ezpz doctor`` looks as
+   it did before it was installed;
+2. ``ezpz_select_backend``: ``emuccl``;
+3. ``ezpz_amp_policy``: bf16 (fp16 with a grad scaler on request);
+4. ``ezpz_profiling``: CPU activity, ezpz's ranges, the device's allocation counters;
+5. ``ezpz_compile_policy``: ``aot_eager``; Inductor refused, with why;
+6. ``ezpz_before_init``: registers the device and the backend with torch.
+
+No ``ezpz_step_boundary``: ``emu`` is eager, every kernel runs when called.
+
+Why register in ``ezpz_before_init`` and not in the probe: a probe must not
+change the process (``ezpz doctor`` and ``plan()`` run it too), and
+``before_init`` runs in ``setup()`` only, for the chosen device only, before
+anything asks torch about ``emu`` (``set_device``, autocast's check, the
+process group). Registration is process-wide torch state: forked data-loader
+workers inherit it; a spawned process that receives ``emu`` tensors, or a
+script that calls ``torch.load`` on an ``emu`` checkpoint without ``setup()``,
+calls :func:`ezpz_example_emu.device.register` first.
+
+``import ezpz`` imports this module on every rank: it imports only the
+standard library and ``ezpz.hookimpl`` at module level; torch, attrs and the
+device are imported inside the hooks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ezpz import hookimpl
+
+if TYPE_CHECKING:  # names for the annotations only: with `from __future__ import annotations` they stay strings
+    from collections.abc import Mapping
+
+    from ezpz.compiling import CompilePolicy
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+
+__all__ = [
+    "emu_memory_stats",
+    "ezpz_amp_policy",
+    "ezpz_before_init",
+    "ezpz_compile_policy",
+    "ezpz_probe_devices",
+    "ezpz_profiling",
+    "ezpz_select_backend",
+]
+
+#: This plugin's facts record, by path: :func:`ezpz.plugin_kit.facts_if_ours` never imports it to ask.
+FACTS = "ezpz_example_emu.core:EmuFacts"
+
+
+@hookimpl
+def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport | None:
+    """Offer ``emu`` when asked for by name; otherwise say nothing at all."""
+    from ezpz_example_emu.core import DEVICE_TYPE, VENDOR, emu_candidate, read_request, read_torch, rejection
+
+    requested_by = read_request(environ)
+    if requested_by is None:
+        return None  # invisible unless asked for: doctor, plan() and device choice are as without this plugin
+    from ezpz.facts import ProbeReport
+
+    facts = read_torch(requested_by)
+    why_not = rejection(facts)
+    if why_not is not None:
+        return ProbeReport.rejected(DEVICE_TYPE, VENDOR, why_not)
+    return ProbeReport.found(emu_candidate(facts))
+
+
+@hookimpl
+def ezpz_select_backend(
+    device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
+) -> BackendChoice | None:
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None
+    from ezpz.policies import choose_backend
+    from ezpz_example_emu.core import backend_options, device_label
+
+    return choose_backend(backend_options(facts, build), requested=requested, device=device_label(facts))
+
+
+@hookimpl
+def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) -> AmpPolicy | None:
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)
+    if facts is None:
+        return None
+    from ezpz.policies import choose_precision
+    from ezpz_example_emu.core import device_label, precision_options
+
+    return choose_precision(precision_options(facts), requested=requested, device=device_label(facts), tf32=False,
+                            tf32_reason="TF32 is a CUDA matmul setting; emu runs fp32 matmuls on the CPU")
+
+
+def emu_memory_stats(device: Any) -> dict[str, float]:
+    """The device's allocation counters (``torch.emu.memory_stats()``), as floats for ``Runtime.memory_stats()``."""
+    import torch
+
+    return {f"emu_{k}": float(v) for k, v in torch.get_device_module("emu").memory_stats(device).items()}
+
+
+@hookimpl
+def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
+        return None
+    from ezpz.decisions import ProfilingSupport
+
+    return ProfilingSupport(
+        activities=("CPU",), marker=None, memory_stats=emu_memory_stats,
+        reason="emu kernels run on the CPU, so the CPU activity records them (as aten ops under the Python "
+               "fallback); no device tracer; Runtime.range() records torch ranges under the profiler",
+    )
+
+
+@hookimpl
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)
+    if facts is None:
+        return None
+    from ezpz.compiling import choose_compile
+    from ezpz_example_emu.core import compile_options, device_label
+
+    return choose_compile(compile_options(build), device=device_label(facts))
+
+
+@hookimpl
+def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
+    """Register ``emu`` with torch, and ``emuccl`` with torch.distributed, for the chosen device only."""
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(plan.device.candidate, FACTS) is None:
+        return None
+    from ezpz.decisions import LifecycleAction
+    from ezpz_example_emu import collectives, device
+
+    device.register()
+    said = "registered torch device 'emu' (PrivateUse1; Python kernels on CPU memory, autocast kernels)"
+    if plan.backend.name == collectives.BACKEND:
+        collectives.register_backend()
+        said += f" and the {collectives.BACKEND} process-group backend (gloo on the emu tensors' CPU memory)"
+    return LifecycleAction(reason=said)

@@ -1,0 +1,61 @@
+"""The conformance kit's live mode on emu: every runtime check through a real setup(); a plugin that cannot drive it fails."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from emu_testlib import PY, child_env, run
+from ezpz.testing.live import LIVE_CHECKS
+from ezpz.testing.pytest_plugin import ezpz_live  # noqa: F401  (fixture)
+
+
+def test_every_live_check_passes_on_emu(ezpz_live):
+    report = ezpz_live("example-emu", environ={"EZPZ_DEVICE": "emu"})
+    live = {r.name: r for r in report.results if r.name.startswith("live")}
+    assert list(live) == list(LIVE_CHECKS), str(report)
+    assert all(r.passed and not r.skipped for r in live.values()), str(report)
+    assert live["live setup"].detail == "device emu, backend emuccl, precision bf16, plugin example-emu"
+    assert live["live autocast"].detail == "a Linear under rt.autocast() gives torch.bfloat16"
+    assert "an enabled one skips an inf step and backs off" in live["live grad scaler"].detail
+    assert live["live compile"].detail.startswith("aot_eager")
+    assert "emu_allocated_bytes_total" in live["live memory_stats"].detail
+
+
+def test_without_being_asked_for_the_live_checks_skip():
+    # in a child: this process may hold a runtime's leftovers from other tests, and needs none
+    code = "from ezpz.testing import check_plugin; r = check_plugin('example-emu', environ={}, live=True); " \
+           "l = r['live']; print(l.skipped, l.passed, '|', l.detail)"
+    proc = run([PY, "-c", code], env=child_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("True True | skipped: example-emu offers no device here"), proc.stdout
+
+
+CLAIMS_EMU = textwrap.dedent('''
+    import json
+    from ezpz import hookimpl
+    from ezpz.facts import ProbeReport
+    from ezpz.testing import check_plugin
+    from ezpz_example_emu import core, plugin
+
+
+    class ClaimsEmu:
+        """Offers emu with the example's own answers, but never registers the device with torch."""
+
+        ezpz_probe_devices = staticmethod(plugin.ezpz_probe_devices)
+        ezpz_select_backend = staticmethod(plugin.ezpz_select_backend)
+        ezpz_amp_policy = staticmethod(plugin.ezpz_amp_policy)
+
+
+    report = check_plugin(ClaimsEmu(), environ={"EZPZ_DEVICE": "emu"}, live=True, isolated_import=False)
+    print(json.dumps({r.name: [r.passed, r.detail] for r in report.results}))
+''')
+
+
+def test_a_plugin_that_claims_emu_but_cannot_drive_it_fails_naming_the_check():
+    proc = run([PY, "-c", CLAIMS_EMU], env=child_env())
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    passed, detail = results["live setup"]
+    assert not passed and "setup(device='emu') raised" in detail, results
+    assert "emu" in detail and not any(k.startswith("live ") and k != "live setup" for k in results)

@@ -1,0 +1,86 @@
+"""The plugin's decisions from recorded facts, through the real plan() path: invisible unless asked for, never the default."""
+
+from __future__ import annotations
+
+import pytest
+
+from ezpz.errors import ConfigError, UnavailableError
+from ezpz.testing import assert_conformant, make_host, make_plan, recorded_build
+from ezpz_example_emu import core, plugin
+
+ASKED = {"EZPZ_DEVICE": "emu"}
+FACTS = core.EmuFacts(requested_by="EZPZ_DEVICE=emu", torch_version="2.13.0", python_backend=True)
+
+
+def test_the_probe_says_nothing_unless_asked_for():
+    assert plugin.ezpz_probe_devices(build=recorded_build("cpu"), environ={}) is None
+    assert plugin.ezpz_probe_devices(build=recorded_build("cpu"), environ={"EZPZ_DEVICE": "cuda"}) is None
+    assert plugin.ezpz_probe_devices(build=recorded_build("cpu"), environ={core.OFFER_VAR: "0"}) is None
+
+
+@pytest.mark.parametrize("environ, said", [({"EZPZ_DEVICE": "emu"}, "EZPZ_DEVICE=emu"),
+                                           ({"EZPZ_DEVICE": " EMU:0 "}, "EZPZ_DEVICE=EMU:0"),
+                                           ({core.OFFER_VAR: "yes"}, f"{core.OFFER_VAR}=yes")])
+def test_asked_for_by_either_variable(environ, said):
+    assert core.read_request(environ) == said
+
+
+def test_a_bad_offer_variable_is_named():
+    with pytest.raises(ConfigError) as err:
+        core.read_request({core.OFFER_VAR: "maybe"})
+    assert err.value.name == core.OFFER_VAR
+
+
+def test_offered_below_cpu_so_it_never_wins_by_default():
+    host = make_host(plugin)
+    plan = make_plan(host, environ={core.OFFER_VAR: "1"}, build=recorded_build("cpu"))
+    assert plan.device.candidate.device_type == "cpu"
+    emu = next(a for a in plan.device.alternatives if a.name == "emu")
+    assert "priority -10" in emu.reason and "offered because EZPZ_EXAMPLE_EMU=1" in emu.reason
+    plan = make_plan(host, environ={}, build=recorded_build("cpu"))
+    assert not any(a.name == "emu" for a in plan.device.alternatives)  # invisible: nothing said at all
+
+
+def test_chosen_by_name_with_its_backend_precision_profiling_and_compile():
+    plan = make_plan(make_host(plugin), environ=ASKED, build=recorded_build("cpu"))
+    assert plan.device.torch_device == "emu" and plan.device.index is None  # one emu per process, shared like cpu
+    assert plan.device.reason.startswith("requested by EZPZ_DEVICE=emu")
+    assert plan.backend.name == "emuccl" and [a.name for a in plan.backend.alternatives] == ["gloo"]
+    assert plan.amp.dtype == "bf16" and plan.amp.autocast and not plan.amp.grad_scaler
+    assert plan.profiling.activities == ("CPU",) and plan.profiling.memory_stats is plugin.emu_memory_stats
+    assert plan.compile.backend == "aot_eager" and plan.compile.alternatives[0].backend == "inductor"
+    assert "register_backend_for_device" in plan.compile.alternatives[0].reason
+    assert plan.step is None or plan.step.mark is None  # eager: no step boundary
+
+
+def test_fp16_brings_a_grad_scaler_and_fp32_turns_autocast_off():
+    host = make_host(plugin)
+    fp16 = make_plan(host, environ=ASKED, build=recorded_build("cpu"), precision="fp16")
+    fp32 = make_plan(host, environ=ASKED, build=recorded_build("cpu"), precision="fp32")
+    assert fp16.amp.grad_scaler and fp16.amp.autocast and not fp32.amp.autocast
+
+
+def test_gloo_alone_is_refused_for_emu_tensors():
+    with pytest.raises(UnavailableError, match="emuccl"):
+        make_plan(make_host(plugin), environ=ASKED, build=recorded_build("cpu"), backend="gloo")
+
+
+def test_without_gloo_emuccl_is_unavailable_and_says_why():
+    options = core.backend_options(FACTS, recorded_build("cpu", distributed_backends=("mpi",)))
+    assert not any(o.available for o in options)
+    assert "built without gloo" in options[0].reason
+
+
+def test_a_torch_that_cannot_host_it_is_a_rejection_with_the_reason():
+    old = core.EmuFacts(requested_by="EZPZ_DEVICE=emu", torch_version="2.4.1", python_backend=False)
+    taken = core.EmuFacts(requested_by="EZPZ_DEVICE=emu", torch_version="2.13.0", python_backend=True,
+                          privateuse1_owner="npu")
+    assert "install torch 2.13" in core.rejection(old)
+    assert "already the 'npu' backend" in core.rejection(taken)
+    assert core.rejection(FACTS) is None
+
+
+def test_conformant_when_absent_and_when_asked_for():
+    assert_conformant("example-emu", environ={})
+    report = assert_conformant("ezpz_example_emu.plugin", environ=ASKED, isolated_import=False)
+    assert report["plan with the built-ins"].detail.startswith("device emu, backend emuccl")

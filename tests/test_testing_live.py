@@ -1,0 +1,90 @@
+"""The conformance kit's live mode (ezpz.testing.live): a real setup() on the plugin's device, each check named."""
+
+from __future__ import annotations
+
+import pytest
+
+import ezpz
+from ezpz import hookimpl
+from ezpz.decisions import BackendChoice, PrecisionOption
+from ezpz.facts import DeviceCandidate, ProbeReport
+from ezpz.policies import choose_precision
+from ezpz.testing import assert_conformant, check_plugin, make_host
+from ezpz.testing.live import LIVE_CHECKS
+from ezpz.testing.pytest_plugin import ezpz_live  # noqa: F401  (fixture)
+
+
+class _Facts:
+    pass
+
+
+class ClaimsMeta:
+    """Offers torch's ``meta`` device as if it were an accelerator: tensors go there, values never come back."""
+
+    @hookimpl
+    def ezpz_probe_devices(self, build, environ):
+        return ProbeReport.found(DeviceCandidate(device_type="meta", vendor="acme", reason="claims a device",
+                                                 priority=-5, shared=True, facts=_Facts()))
+
+    @hookimpl
+    def ezpz_select_backend(self, device, build, launch, requested):
+        return BackendChoice(name="gloo", reason="acme talks gloo") if isinstance(device.facts, _Facts) else None
+
+    @hookimpl
+    def ezpz_amp_policy(self, device, requested):
+        if not isinstance(device.facts, _Facts):
+            return None
+        return choose_precision([PrecisionOption(dtype="bf16", supported=False, reason="no")], requested=requested,
+                                device="meta")
+
+
+class ClaimsNothing:
+    @hookimpl
+    def ezpz_probe_devices(self, build, environ):
+        return ProbeReport.rejected("fakegpu", "acme", "no fakegpu on this host")
+
+
+def test_the_builtin_cpu_plugin_passes_every_live_check(ezpz_live):
+    report = ezpz_live("cpu", isolated_import=False)
+    live = [r for r in report.results if r.name.startswith("live")]
+    assert [r.name for r in live] == list(LIVE_CHECKS), str(report)
+    assert all(r.passed and not r.skipped for r in live), str(report)
+    assert report["live setup"].detail.startswith("device cpu, backend gloo") and "plugin cpu" in report["live setup"].detail
+    assert "the range and" in report["live profiler"].detail
+    assert ezpz.hooks.get_runtime() is None  # torn down
+
+
+def test_a_plugin_claiming_a_device_it_cannot_drive_fails_naming_the_check():
+    report = check_plugin(ClaimsMeta(), environ={}, isolated_import=False, live=True)
+    assert report["live setup"].passed, str(report)  # setup() itself accepts a torch device type
+    result = report["live tensor round trip"]
+    assert not result.passed and "meta" in result.detail, str(report)
+    assert not report.passed and report["live teardown"].passed
+    with pytest.raises(AssertionError, match="FAIL live tensor round trip"):
+        assert_conformant(ClaimsMeta(), environ={}, isolated_import=False, live=True)
+    assert ezpz.hooks.get_runtime() is None
+
+
+def test_no_device_here_is_one_skipped_live_result():
+    report = check_plugin(ClaimsNothing(), environ={}, isolated_import=False, live=True)
+    (live,) = [r for r in report.results if r.name.startswith("live")]
+    assert live.skipped and live.passed and "no fakegpu on this host" in live.detail
+
+
+def test_live_mode_is_off_unless_asked_for():
+    report = check_plugin(ClaimsMeta(), environ={}, isolated_import=False)
+    assert not any(r.name.startswith("live") for r in report.results) and report.passed, str(report)
+
+
+def test_using_plugin_host_swaps_the_host_for_setup_and_restores_it():
+    before = ezpz.hooks.get_plugin_host()
+    host = make_host(builtins=True)
+    with ezpz.hooks.using_plugin_host(host):
+        assert ezpz.hooks.get_plugin_host() is host
+        rt = ezpz.hooks.setup()
+        with pytest.raises(ezpz.errors.SetupError, match="teardown"):
+            with ezpz.hooks.using_plugin_host(host):
+                pass
+        ezpz.hooks.teardown()
+        assert rt.device_type == "cpu"
+    assert ezpz.hooks.get_plugin_host() is before
