@@ -20,16 +20,19 @@ glue to :mod:`ezpz_example_emu.core` (facts, probe, pure policies):
 3. ``ezpz_amp_policy``: bf16 (fp16 with a grad scaler on request);
 4. ``ezpz_profiling``: CPU activity, ezpz's ranges, the device's allocation counters;
 5. ``ezpz_compile_policy``: ``aot_eager``; Inductor refused, with why;
-6. ``ezpz_before_init``: registers the device and the backend with torch.
+6. ``ezpz_before_init``: registers the ``emuccl`` backend with torch.distributed.
 
 No ``ezpz_step_boundary``: ``emu`` is eager, every kernel runs when called.
 
-Why register in ``ezpz_before_init`` and not in the probe: a probe must not
-change the process (``ezpz doctor`` and ``plan()`` run it too), and
-``before_init`` runs in ``setup()`` only, for the chosen device only, before
-anything asks torch about ``emu`` (``set_device``, autocast's check, the
-process group). Registration is process-wide torch state: forked data-loader
-workers inherit it; a spawned process that receives ``emu`` tensors, or a
+Why the device registers in the probe: the core asks torch, after every probe
+and before a device is chosen, whether it can make each offered device type,
+and refuses one it cannot (a real vendor's device type, ``npu``, likewise
+exists only once its extension is imported). So the probe registers ``emu``,
+but only when asked for by name: without the variables above it changes
+nothing, and ``ezpz doctor`` with them registers it in the doctor's own
+process only. The collective backend registers in ``ezpz_before_init``, for the
+chosen device only; the core checks it is known right after. Registration is
+process-wide torch state: forked data-loader workers inherit it; a spawned process that receives ``emu`` tensors, or a
 script that calls ``torch.load`` on an ``emu`` checkpoint without ``setup()``,
 calls :func:`ezpz_example_emu.device.register` first.
 
@@ -79,6 +82,12 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
     why_not = rejection(facts)
     if why_not is not None:
         return ProbeReport.rejected(DEVICE_TYPE, VENDOR, why_not)
+    from ezpz_example_emu import device
+
+    try:
+        device.register()  # like importing a vendor's torch extension: torch knows "emu" from here on
+    except RuntimeError as err:  # another PrivateUse1 backend owns the key in this process
+        return ProbeReport.rejected(DEVICE_TYPE, VENDOR, str(err))
     return ProbeReport.found(emu_candidate(facts))
 
 
@@ -148,7 +157,7 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
 
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
-    """Register ``emu`` with torch, and ``emuccl`` with torch.distributed, for the chosen device only."""
+    """Register ``emuccl`` with torch.distributed for the chosen device (``emu`` itself registered in the probe)."""
     from ezpz.plugin_kit import facts_if_ours
 
     if facts_if_ours(plan.device.candidate, FACTS) is None:

@@ -39,10 +39,16 @@ CLAIMS_EMU = textwrap.dedent('''
     from ezpz_example_emu import core, plugin
 
 
+    @hookimpl
+    def probe_without_registering(build, environ):
+        requested_by = core.read_request(environ)
+        return ProbeReport.found(core.emu_candidate(core.read_torch(requested_by))) if requested_by else None
+
+
     class ClaimsEmu:
         """Offers emu with the example's own answers, but never registers the device with torch."""
 
-        ezpz_probe_devices = staticmethod(plugin.ezpz_probe_devices)
+        ezpz_probe_devices = staticmethod(probe_without_registering)
         ezpz_select_backend = staticmethod(plugin.ezpz_select_backend)
         ezpz_amp_policy = staticmethod(plugin.ezpz_amp_policy)
 
@@ -58,4 +64,5 @@ def test_a_plugin_that_claims_emu_but_cannot_drive_it_fails_naming_the_check():
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     passed, detail = results["live setup"]
     assert not passed and "setup(device='emu') raised" in detail, results
+    assert not results["device type known to torch (emu)"][0]  # the recorded-facts checks say why, too
     assert "emu" in detail and not any(k.startswith("live ") and k != "live setup" for k in results)
