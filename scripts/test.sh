@@ -2,8 +2,10 @@
 # Install ezpz, every plugin and the test tools into a venv of the tests' own, then run every test suite.
 #   bash scripts/test.sh            # all suites, all plugins installed together, then the wheel checks
 #   EZPZ_SKIP_ISOLATED=1 bash scripts/test.sh   # skip the wheel-install checks (faster locally)
-#   EZPZ_WHEELS_ONLY=1 bash scripts/test.sh     # only the wheel-install checks
+#   EZPZ_WHEELS_ONLY=1 bash scripts/test.sh     # only the wheel-install checks (and the compatibility suite)
+#   EZPZ_SKIP_COMPAT=1 bash scripts/test.sh     # skip the compatibility suite (two torch downloads, ~2.7 GB each)
 #   EZPZ_TEST_VENV=/path bash scripts/test.sh   # another venv than .venv-test/ (created if missing)
+#   EZPZ_TEST_PINS=pins.txt bash scripts/test.sh # pins (torch==...) for that venv other than constraints.txt
 #   bash scripts/test.sh tests/test_setup.py -x  # install as always, then only this pytest run
 #
 # Everything is installed into .venv-test/ (git-ignored; created on the first run with ${PYTHON:-python3} -m venv,
@@ -17,7 +19,9 @@
 # 2. wheels of all six distributions built once (scripts/build-dists.sh), installed NOT editable into one
 #    fresh venv: `ezpz doctor` and `ezpz plugins` on the core alone, then each plugin in turn installed
 #    beside the core only (its wheel added, checked, its suite run, removed again), so a file missing from
-#    a wheel or a wrong packages.find shows up here and not on a user's machine.
+#    a wheel or a wrong packages.find shows up here and not on a user's machine;
+# 3. the compatibility suite (scripts/compat.sh): the core's wheel from step 2 on the oldest torch the core declares
+#    and on the newest, each in a venv of its own made and deleted there (tests/test_torch_compat.py).
 # A suite that collects no tests fails (pytest exit code 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,16 +44,19 @@ TOOLS=(pytest hypothesis pytest-timeout "import-linter==2.16" "mypy==2.4.1")
 # The docs site (mkdocs.yml): the material theme, and mkdocstrings for the API reference (docs/api.md).
 DOCS=("mkdocs==1.6.1" "mkdocs-material==9.8.1" "mkdocstrings[python]==1.0.8" "mkdocstrings-python==2.0.11")
 
-# torch is pinned by constraints.txt (an unpinned torch would pull GB of CUDA wheels).
-$PY -m pip install -q -c constraints.txt "torch==2.13.0" setuptools build "${TOOLS[@]}" "${DOCS[@]}"
-$PY -m pip install -q -c constraints.txt --no-build-isolation -e . "${present[@]/#/-e}"
+# torch is pinned by constraints.txt (an unpinned torch would pull GB of CUDA wheels), or by EZPZ_TEST_PINS
+# (scripts/compat.sh: the core suite in its venv of the newest torch).
+PINS=${EZPZ_TEST_PINS:-constraints.txt}
+TORCH_PIN=$(grep -m1 '^torch==' "$PINS") || { echo "$PINS pins no torch (a line torch==VERSION)" >&2; exit 2; }
+$PY -m pip install -q -c "$PINS" "$TORCH_PIN" setuptools build "${TOOLS[@]}" "${DOCS[@]}"
+$PY -m pip install -q -c "$PINS" --no-build-isolation -e . "${present[@]/#/-e}"
 # DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
 # torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
-DS_BUILD_OPS=0 $PY -m pip install -q -c constraints.txt --no-build-isolation "deepspeed==0.19.8"
+DS_BUILD_OPS=0 $PY -m pip install -q -c "$PINS" --no-build-isolation "deepspeed==0.19.8"
 # Lightning Fabric (the ezpz[lightning] extra), accelerate and Ray Train, for the Fabric bridge, adopt-a-group and
-# live Ray tests (ray[train] adds pyarrow and pandas, about 500 MB; torch stays pinned by constraints.txt).
-$PY -m pip install -q -c constraints.txt --no-build-isolation -e ".[lightning]" "accelerate==1.15.0" "ray[train]==2.60.0"
-$PY -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 'pip replaced torch: ' + torch.__version__)"
+# live Ray tests (ray[train] adds pyarrow and pandas, about 500 MB; torch stays pinned).
+$PY -m pip install -q -c "$PINS" --no-build-isolation -e ".[lightning]" "accelerate==1.15.0" "ray[train]==2.60.0"
+$PY -c "import torch, sys; sys.exit(0 if torch.__version__.startswith(sys.argv[1]) else 'pip replaced torch: ' + torch.__version__)" "${TORCH_PIN#torch==}"
 # mpi4py built against MPICH (not the wheel's bundled MPI), for the test that MPI_Init from mpi4py still works after
 # ezpz used Hydra's PMI connection (tests/test_rendezvous_reliability.py). Built once into .test-cache/ (about 2 min).
 if command -v mpicc.mpich >/dev/null 2>&1; then
@@ -106,6 +113,12 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
     run "$venv/bin/pytest" "$p/tests" -q -ra -p no:cacheprovider --rootdir "$p"
     "$vpy" -m pip uninstall -q -y "$dist_name"
   done
-  rm -rf "$work"
+  rm -rf "$venv"
 fi
+
+if [ "${EZPZ_SKIP_COMPAT:-0}" != 1 ]; then
+  # The wheels step 2 built, if it ran; compat.sh builds its own otherwise.
+  run env EZPZ_COMPAT_DIST="${dist:-}" bash scripts/compat.sh
+fi
+rm -rf "${work:-}"
 exit $status

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The compatibility suite: the core's WHEEL on each torch of the tested span, each torch in a venv of its own,
+# running tests/test_torch_compat.py (the main job, the portable script under torchrun and mpiexec, a DDP model
+# kept past teardown(), a DeepSpeed ZeRO step where DeepSpeed installs, torch.compile).
+#   bash scripts/compat.sh                       # every torch in TORCHES below (the oldest the core declares, the newest)
+#   bash scripts/compat.sh 2.4.1                 # only these torch versions
+#   EZPZ_COMPAT_DIST=dist bash scripts/compat.sh # wheels already built (scripts/build-dists.sh); else built here
+#   EZPZ_COMPAT_VENVS=/path bash scripts/compat.sh  # keep the venvs there (torch-<version>/), reuse them next time
+#   EZPZ_COMPAT_CORE_SUITE= bash scripts/compat.sh   # not the core suite on the newest torch (see core_suite below)
+#
+# Without EZPZ_COMPAT_VENVS each venv is made in a temporary directory and deleted after its suite (a CUDA build of
+# torch with its nvidia-* wheels is about 6 GB installed). Every pip call here bypasses the machine's pip config
+# (PIP_CONFIG_FILE=/dev/null: a global constraints file may cap torch below the one under test) and pins torch with
+# a constraints file of the venv's own, so no later install can replace it. Downloads are not cached (--no-cache-dir):
+# the wheels are GBs and each is installed once per run.
+#
+# To add a torch, or one with extras (e.g. a vendor's torch plugin): call `make_venv` with its pins, then
+# `install_core` and `run_suite`; see `check_torch` below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+unset PYTHONHOME PYTHONPATH
+
+# The tested span: the oldest torch the core declares (pyproject.toml: torch>=2.4) and the newest on PyPI when this
+# line was last changed. README.md and docs/compat.md state the same (tests/test_torch_compat.py checks it).
+TORCHES=(2.4.1 2.15.0)
+TESTED_NEWEST=${TORCHES[-1]}
+CORE_SUITE_ON=${EZPZ_COMPAT_CORE_SUITE-$TESTED_NEWEST}  # the torch whose venv also runs the core suite; empty: none
+DEEPSPEED="deepspeed==0.19.8"  # as in scripts/test.sh
+TOOLS=(pytest pytest-timeout)
+if [ $# -gt 0 ]; then TORCHES=("$@"); fi
+
+CERT=()
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then CERT=(--cert /etc/ssl/certs/ca-certificates.crt); fi
+
+# pip in VENV, with the machine's pip config bypassed and torch held by the venv's own pins (VENV/pins.txt).
+vpip() {
+  local venv=$1; shift
+  PIP_CONFIG_FILE=/dev/null "$venv/bin/python" -m pip "$@" "${CERT[@]}" --no-cache-dir -c "$venv/pins.txt"
+}
+
+# make_venv VENV PIN... : a venv with exactly these pins (the first names torch), the pinned packages and the test
+# tools. A venv already there with the same pins is reused.
+make_venv() {
+  local venv=$1; shift
+  if [ -x "$venv/bin/python" ] && [ -f "$venv/pins.txt" ] && [ "$(cat "$venv/pins.txt")" = "$(printf '%s\n' "$@")" ]; then
+    echo "--- reusing $venv ($*)"
+    return
+  fi
+  rm -rf "$venv"
+  "${PYTHON:-python3}" -m venv "$venv"
+  printf '%s\n' "$@" >"$venv/pins.txt"
+  local start=$SECONDS
+  vpip "$venv" install -q "$@" "${TOOLS[@]}" setuptools wheel
+  echo "--- $venv: $* installed in $((SECONDS - start)) s"
+}
+
+# install_core VENV: the core from its wheel file (never an index's unrelated "ezpz"), its dependencies from PyPI.
+install_core() {
+  vpip "$1" install -q --force-reinstall --no-deps "$DIST"/ezpz-[0-9]*.whl
+  vpip "$1" install -q "$DIST"/ezpz-[0-9]*.whl
+}
+
+# try_deepspeed VENV: DeepSpeed as scripts/test.sh installs it; where it does not install, the reason is recorded in
+# VENV/no-deepspeed.txt (the suite skips its DeepSpeed test with that reason) and the suite goes on.
+try_deepspeed() {
+  local venv=$1 log
+  rm -f "$venv/no-deepspeed.txt"
+  log=$(mktemp)
+  local start=$SECONDS
+  if DS_BUILD_OPS=0 vpip "$venv" install -q --no-build-isolation "$DEEPSPEED" >"$log" 2>&1 \
+      && "$venv/bin/python" -c "import deepspeed" >>"$log" 2>&1; then
+    echo "--- $DEEPSPEED installed in $((SECONDS - start)) s"
+  else
+    { echo "$DEEPSPEED did not install on this torch:"; grep -v '^ *$' "$log" | tail -n 5; } >"$venv/no-deepspeed.txt"
+    vpip "$venv" uninstall -q -y deepspeed >/dev/null 2>&1 || true
+    cat "$venv/no-deepspeed.txt"
+  fi
+  rm -f "$log"
+}
+
+# run_suite VENV TORCH: tests/test_torch_compat.py from a checkout directory, importing ezpz from the venv only.
+run_suite() {
+  local venv=$1 torch=$2 start=$SECONDS rc=0
+  local no_ds=""
+  if [ -f "$venv/no-deepspeed.txt" ]; then no_ds=$(cat "$venv/no-deepspeed.txt"); fi
+  echo; echo "=== compatibility suite on torch $torch ($venv) ==="
+  PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv" EZPZ_COMPAT_TORCH="$torch" EZPZ_COMPAT_NO_DEEPSPEED="$no_ds" \
+    "$venv/bin/pytest" tests/test_torch_compat.py -q -ra -p no:cacheprovider || rc=$?
+  echo "--- torch $torch: suite exit $rc in $((SECONDS - start)) s"
+  return $rc
+}
+
+# core_suite VENV TORCH: the core suite (tests/), installed as scripts/test.sh installs it (the core and plugins
+# editable, the test tools, DeepSpeed, Lightning, accelerate, Ray) but with VENV's torch. Run on the newest torch,
+# whose PyPI wheel is a CUDA build: the suite on a CUDA build of torch without a GPU, which CI's pinned CPU build
+# does not show. The netns and slurm tests are left out (launcher and network plumbing, run on the pinned torch).
+core_suite() {
+  local venv=$1 torch=$2 start=$SECONDS rc=0
+  echo; echo "=== the core suite on torch $torch ($venv) ==="
+  # PIP_CONSTRAINT=/dev/null: a machine's global pip constraints file may cap torch below this one; test.sh's
+  # installs and the tests' own pip runs (a tutorial's venv that sees this torch) must not trip on it.
+  PIP_CONSTRAINT=/dev/null EZPZ_TEST_VENV="$venv" EZPZ_TEST_PINS="$venv/pins.txt" \
+    bash scripts/test.sh tests -q -ra -m "not netns and not slurm" || rc=$?
+  echo "--- torch $torch: core suite exit $rc in $((SECONDS - start)) s"
+  return $rc
+}
+
+# check_torch VERSION: one torch of the span, end to end.
+check_torch() {
+  local torch=$1 venv
+  venv="$VENVS/torch-$torch"
+  echo; echo "=== torch $torch: venv $venv ==="
+  make_venv "$venv" "torch==$torch"
+  install_core "$venv"
+  try_deepspeed "$venv"
+  local rc=0
+  run_suite "$venv" "$torch" || rc=$?
+  if [ "$torch" = "$CORE_SUITE_ON" ]; then core_suite "$venv" "$torch" || rc=1; fi
+  if [ -z "${EZPZ_COMPAT_VENVS:-}" ]; then rm -rf "$venv"; fi
+  return $rc
+}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -n "${EZPZ_COMPAT_DIST:-}" ]; then
+  DIST=$(cd "$EZPZ_COMPAT_DIST" && pwd)
+else
+  DIST="$work/dist"  # built with a venv of its own: build-dists.sh installs its build tools into that Python
+  "${PYTHON:-python3}" -m venv "$work/build-venv"
+  PYTHON="$work/build-venv/bin/python" bash scripts/build-dists.sh "$DIST" >/dev/null
+  rm -rf "$work/build-venv"
+fi
+VENVS=${EZPZ_COMPAT_VENVS:-$work}
+mkdir -p "$VENVS"
+VENVS=$(cd "$VENVS" && pwd)
+
+# A notice, not a failure, when PyPI has a newer torch than the newest tested: a new release would otherwise change
+# what CI checks without a commit saying so. Update TORCHES, README.md and docs/compat.md to test it.
+newest=$(PIP_CONFIG_FILE=/dev/null timeout 60 "${PYTHON:-python3}" -m pip index versions torch "${CERT[@]}" 2>/dev/null \
+         | sed -n 's/^torch (\(.*\))$/\1/p') || true
+echo "=== compatibility suite: torch ${TORCHES[*]} (newest on PyPI now: ${newest:-unknown, the index did not answer}) ==="
+if [ -n "$newest" ] && [ "$newest" != "$TESTED_NEWEST" ]; then
+  echo "NOTE: PyPI's newest torch is $newest, the newest tested is $TESTED_NEWEST: update TORCHES in scripts/compat.sh"
+fi
+
+status=0
+for torch in "${TORCHES[@]}"; do
+  check_torch "$torch" || { echo "=== FAILED: the compatibility suite on torch $torch ==="; status=1; }
+done
+exit $status
