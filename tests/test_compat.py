@@ -1,4 +1,4 @@
-"""ezpz.compat: the original ezpz's names (setup_torch, get_rank, wrap_model, ...) over the runtime."""
+"""ezpz.original.compat: the original ezpz's names (setup_torch, get_rank, wrap_model, ...) over the runtime."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 import ezpz
-import ezpz.compat as compat
+import ezpz.original.compat as compat
 from conftest import _LEAKY_NAMES, _LEAKY_PREFIXES, clean_env, need_tool, rank_rows
 from ezpz.errors import ConfigError, SetupError, UnavailableError
 
@@ -52,7 +52,7 @@ def test_every_compat_name_is_reachable_from_ezpz():
 
 
 def test_import_ezpz_then_setup_torch_in_a_fresh_interpreter():
-    """Exactly what an original-ezpz script does; needs ezpz.__getattr__ to forward ezpz.compat.__all__."""
+    """Exactly what an original-ezpz script does; needs ezpz.__getattr__ to forward ezpz.original.compat.__all__."""
     code = "import ezpz; r = ezpz.setup_torch(); print(r, ezpz.get_torch_device(), ezpz.get_world_size()); ezpz.cleanup()"
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

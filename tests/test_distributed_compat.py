@@ -13,10 +13,10 @@ import torch
 import torch.distributed as dist
 
 import ezpz
-import ezpz.compat as compat
+import ezpz.original.compat as compat
 import ezpz.distributed as ed
 from conftest import _LEAKY_NAMES, _LEAKY_PREFIXES
-from ezpz import memory
+from ezpz.original import memory
 from ezpz.errors import ConfigError, LaunchEnvError, UnavailableError
 
 #: The keys of the original's get_dist_info() (v0.26.1, src/ezpz/distributed.py).
