@@ -93,8 +93,9 @@ def test_import_ezpz_installs_no_import_hook_and_the_original_modules_are_ordina
             f"mods = {{m: importlib.import_module('ezpz.' + m) for m in {ORIGINAL_MODULES!r}}}\n"
             "ours = [type(f).__module__ for f in [*sys.meta_path, *sys.path_hooks]"
             " if type(f).__module__.split('.')[0] == 'ezpz']\n"
-            "print(json.dumps({'ours': ours, 'same': all(mods[m] is sys.modules['ezpz.original.' + m] is getattr(ezpz, m)"
-            " for m in mods), 'added': len(sys.meta_path) - len(before[0]) + len(sys.path_hooks) - len(before[1])}))")
+            "same = all(mods[m] is sys.modules['ezpz.original.' + m] is getattr(ezpz, m) for m in mods)\n"
+            "added = len(sys.meta_path) - len(before[0]) + len(sys.path_hooks) - len(before[1])\n"
+            "print(json.dumps({'ours': ours, 'same': same, 'added': added}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.splitlines()[-1])
