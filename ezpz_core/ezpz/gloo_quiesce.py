@@ -32,8 +32,7 @@ import weakref
 from datetime import timedelta
 from typing import Any
 
-from attrs import frozen
-
+from ezpz.frozen_records import frozen
 from ezpz.torch_private import GLOO_DEFAULT_THREADS, backend_for_device, gloo_threads, tls_stash
 
 __all__ = ["QuiesceReport", "quiesce"]

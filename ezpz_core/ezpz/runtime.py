@@ -7,10 +7,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
 from ezpz.explain import Explanation
+from ezpz.frozen_records import frozen
 from ezpz.torch_private import profiler_enabled
 
 __all__ = ["Runtime"]

@@ -17,7 +17,7 @@ after the caller has imported it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 __all__ = ["CHECKED_ON", "GLOO_DEFAULT_THREADS", "PRIVATE_NAMES", "PrivateName", "backend_for_device", "flatten_mesh",
            "gloo_threads", "profiler_enabled", "tls_stash"]
@@ -29,26 +29,30 @@ GLOO_DEFAULT_THREADS = 2
 """``ProcessGroupGloo``'s worker threads when nothing else is said (``Options`` default, torch 2.4 to 2.15)."""
 
 
-class PrivateName(NamedTuple):
-    """One private torch name: where ezpz uses it, why, and what ezpz does on a torch without it."""
+class PrivateName:
+    """One private torch name: where ezpz uses it, why, and what ezpz does on a torch without it.
 
-    name: str
-    """The full name, as torch spells it."""
-    where: tuple[str, ...]
-    """The files (from the repository root) that touch it: the guard, or a vendor plugin's own module."""
-    why: str
-    """What it gives that no public API does."""
-    fallback: str
-    """What ezpz does on a torch without it."""
-    absent_in: tuple[str, ...] = ()
-    """Releases of :data:`CHECKED_ON` that lack it."""
-    builds: str = ""
-    """Only in these builds (empty: every build)."""
+    A plain class (no attrs, no NamedTuple): this module loads with the runtime, and those build code per class.
+    """
+
+    __slots__ = ("absent_in", "builds", "fallback", "name", "where", "why")
+
+    def __init__(self, name: str, where: tuple[str, ...], why: str, fallback: str,
+                 absent_in: tuple[str, ...] = (), builds: str = "") -> None:
+        self.name = name  #: the full name, as torch spells it
+        self.where = where  #: the files (from the repository root) that touch it: the guard, or the one user
+        self.why = why  #: what it gives that no public API does
+        self.fallback = fallback  #: what ezpz does on a torch without it
+        self.absent_in = absent_in  #: releases of CHECKED_ON that lack it
+        self.builds = builds  #: only in these builds (empty: every build)
 
     @property
     def attr(self) -> str:
         """The private attribute itself, as code spells it (``_get_backend``)."""
         return self.name.rsplit(".", 1)[1]
+
+    def __repr__(self) -> str:
+        return f"PrivateName({self.name!r})"
 
 
 _HERE = "ezpz_core/ezpz/torch_private.py"
