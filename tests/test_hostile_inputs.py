@@ -242,7 +242,7 @@ def test_a_failed_launchers_plugin_is_not_called_disabled():
 
 @pytest.mark.parametrize("raw", ["abc", "nan", "1e99", "0"])
 def test_torch_ddp_timeout_is_checked_and_named(monkeypatch, raw):
-    from ezpz import compat
+    from ezpz.original import compat
 
     monkeypatch.delenv("EZPZ_TIMEOUT", raising=False)
     monkeypatch.setenv("TORCH_DDP_TIMEOUT", raw)

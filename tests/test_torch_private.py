@@ -109,7 +109,8 @@ def test_every_private_name_the_code_uses_is_listed_where_it_is_used():
 
 def test_every_listed_name_is_used_where_the_list_says():
     used = _used()
-    stale = [f"{p.name} in {w}" for p in PRIVATE_NAMES for w in p.where if w not in used.get(p.attr, ())]
+    stale = [f"{p.name} in {w}" for p in PRIVATE_NAMES for w in p.where for part in _parts(p)
+             if w not in used.get(part, ())]
     assert not stale, f"listed in ezpz.torch_private.PRIVATE_NAMES but not used there: {stale}"
     assert set().union(*map(_parts, PRIVATE_NAMES)).isdisjoint(NOT_TORCH)
 
@@ -117,7 +118,7 @@ def test_every_listed_name_is_used_where_the_list_says():
 def test_every_entry_says_why_and_what_happens_without_it():
     assert len({p.name for p in PRIVATE_NAMES}) == len(PRIVATE_NAMES)
     for p in PRIVATE_NAMES:
-        assert p.name.startswith("torch.") and _PRIVATE.match(p.attr), p
+        assert p.name.startswith("torch.") and _parts(p), p
         assert p.why.strip() and p.fallback.strip() and p.where, p
         assert set(p.absent_in) <= set(torch_private.CHECKED_ON), p
 
@@ -169,6 +170,16 @@ def _gloo_options_threads(group: object) -> bool:
     return hasattr(backend.options, "_threads")
 
 
+def _importable(name: str) -> bool:
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
 #: Whether this torch has each listed name (the group is a one-rank gloo group).
 PRESENT: dict[str, Callable[[object], bool]] = {
     "torch.autograd.profiler._is_profiler_enabled": lambda g: hasattr(torch.autograd.profiler, "_is_profiler_enabled"),
@@ -177,6 +188,7 @@ PRESENT: dict[str, Callable[[object], bool]] = {
     "torch.distributed.ProcessGroup._get_backend": lambda g: hasattr(_dist().ProcessGroup, "_get_backend"),
     "torch.distributed.ProcessGroupGloo.options._threads": _gloo_options_threads,
     "torch.distributed.device_mesh.DeviceMesh._flatten": lambda g: hasattr(_mesh_cls(), "_flatten"),
+    "torch.distributed._composable.fsdp": lambda g: _importable("torch.distributed._composable.fsdp"),
     "torch.xpu._is_compiled": lambda g: hasattr(getattr(torch, "xpu", None), "_is_compiled"),
     "torch._C._cuda_getArchFlags": lambda g: hasattr(torch._C, "_cuda_getArchFlags"),
 }
@@ -268,3 +280,22 @@ def test_flatten_device_mesh_safe_flattens_or_names_this_torch(gloo_group):
         with pytest.raises(UnavailableError, match=re.escape(f"torch {torch.__version__}")):
             flatten_device_mesh_safe(mesh, "dp_tp")
     assert torch_private.flatten_mesh(object()) is None
+
+
+def test_fsdp2_is_found_on_this_torch_or_named(monkeypatch):
+    import importlib
+
+    module = torch_private.fsdp2()
+    assert module is not None and callable(module.fully_shard)  # every torch from 2.4.1 has FSDP2, somewhere
+    public = importlib.import_module("torch.distributed.fsdp")
+    assert module.__name__ == ("torch.distributed.fsdp" if hasattr(public, "fully_shard")
+                               else "torch.distributed._composable.fsdp")
+    real = importlib.import_module
+
+    def without_fsdp(name: str):
+        if "fsdp" in name:
+            raise ImportError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib, "import_module", without_fsdp)
+    assert torch_private.fsdp2() is None

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["CHECKED_ON", "GLOO_DEFAULT_THREADS", "PRIVATE_NAMES", "PrivateName", "backend_for_device", "flatten_mesh",
-           "gloo_threads", "profiler_enabled", "tls_stash"]
+           "fsdp2", "gloo_threads", "profiler_enabled", "tls_stash"]
 
 CHECKED_ON = ("2.4.1", "2.13.0", "2.15.0")
 """The torch releases each name's presence was checked on: the oldest the core supports, CI's pin, the newest."""
@@ -90,6 +90,12 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "flatten_device_mesh_safe raises UnavailableError naming this torch; pass the 2-D submesh to fully_shard "
         "(HSDP) instead, or use a torch that has it", absent_in=("2.4.1",)),
     PrivateName(
+        "torch.distributed._composable.fsdp", (_HERE,),
+        "FSDP2 (fully_shard, MixedPrecisionPolicy) for the original ezpz's wrap_model(use_fsdp=True) on a torch "
+        "from before its public torch.distributed.fsdp home (2.6); the public module is tried first",
+        "wrap_model(use_fsdp=True) raises UnavailableError naming this torch (also on the CPU with this older "
+        "FSDP2, which creates CUDA streams); DDP (use_fsdp=False) works on every torch"),
+    PrivateName(
         "torch.xpu._is_compiled", ("ezpz_core/ezpz/probes/torch_build.py",),
         "whether torch was built with XPU, read without starting the XPU runtime (is_available() starts it)",
         "XPU is taken as not built (TorchBuild.xpu_built False); the XPU plugin then says torch has no XPU"),
@@ -141,3 +147,20 @@ def flatten_mesh(submesh: Any) -> Callable[[str], Any] | None:
     """``submesh._flatten`` (flattening a sub-mesh into one named dimension), or None where this torch lacks it."""
     return getattr(submesh, "_flatten", None)
 
+
+def fsdp2() -> Any | None:
+    """The module holding FSDP2's ``fully_shard`` and ``MixedPrecisionPolicy``, or None where this torch has none.
+
+    ``torch.distributed.fsdp`` from torch 2.6; before, the private ``torch.distributed._composable.fsdp``.
+    """
+    import importlib
+
+    for find in (lambda: importlib.import_module("torch.distributed.fsdp"),
+                 lambda: importlib.import_module("torch.distributed._composable.fsdp")):
+        try:
+            module = find()
+        except ImportError:
+            continue
+        if hasattr(module, "fully_shard") and hasattr(module, "MixedPrecisionPolicy"):
+            return module
+    return None
