@@ -13,10 +13,11 @@ import sys
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def py_json(code: str, env: dict[str, str] | None = None, args: list[str] | None = None) -> dict:
-    """Run ``code`` in a fresh interpreter; it must print one JSON object last."""
+def py_json(code: str, env: dict[str, str] | None = None, args: list[str] | None = None,
+            cwd: str | None = None) -> dict:
+    """Run ``code`` in a fresh interpreter (in ``cwd``); it must print one JSON object last."""
     out = subprocess.run([sys.executable, "-c", code, *(args or [])], capture_output=True, text=True, check=True,
-                         env=CHILD_ENV if env is None else env)
+                         env=CHILD_ENV if env is None else env, cwd=cwd)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -13,6 +13,11 @@
 
 Every child pays torch's deferred full GC before its timer (``gc.collect()``).
 Medians of ROUNDS paired runs; ratios are medians of per-pair ratios.
+
+The target is for a wheel install, as users have it (an editable install puts
+a finder in front of every import): run this with the Python of a venv where
+``scripts/build-dists.sh``'s wheels are installed; the first line says which
+kind of install it measured.
 """
 
 from __future__ import annotations
@@ -94,8 +99,22 @@ def ms(rows: list[dict], key: str = "s") -> float:
     return median([r[key] for r in rows]) * 1e3
 
 
+def install_kind() -> str:
+    """``wheel install`` or ``editable install``, from ezpz's own ``direct_url.json`` (PEP 610); no import of ezpz."""
+    import importlib.metadata
+    import json
+
+    try:
+        raw = importlib.metadata.distribution("ezpz").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+    editable = bool(raw) and json.loads(raw).get("dir_info", {}).get("editable", False)
+    return "editable install" if editable else "wheel install"
+
+
 def main() -> None:
     print(f"machine: {machine()}")
+    print(f"ezpz: {install_kind()} in {sys.prefix}")
     print(f"median of {ROUNDS} paired, alternating fresh interpreters (ratio = median of per-pair ratios)")
     ez, deps = paired(EZPZ_IMPORT, DEPS)
     print(f"import ezpz, no torch                         {ms(ez):8.1f} ms  vs pluggy+importlib.metadata {ms(deps):6.1f} ms"

@@ -6,7 +6,8 @@
 A sample block in a page sits between ``<!-- sample: NAME -->`` and ``<!-- /sample -->``; the line between
 ``<!-- samples-machine -->`` and ``<!-- /samples-machine -->`` says which machine produced them.
 ``tests/test_doc_samples.py`` runs the same commands and compares each block's *shape* (numbers, paths,
-column widths and the CPU-dependent precision choice masked) with what the code prints now.
+column widths and what the CPU and the torch build show through masked, see :func:`shape`) with what the code
+prints now.
 """
 
 from __future__ import annotations
@@ -209,10 +210,21 @@ def render(name: str) -> str:
 # -- shape: what must stay the same whatever machine runs it --------------------------------------------------------
 
 _PRECISION_LINE = re.compile(r"\bprecision\b[: ]")
+#: A device plugin's rejection in a trace, ``not cuda [cuda]: nvidia: <why>``: why depends on the torch build
+#: ("torch built without CUDA" on a CPU build, "0 CUDA devices visible" on a CUDA build without a GPU).
+_REJECTION = re.compile(r"^(\s*not \S+ \[[\w.-]+\]: [\w-]+:) .*")
+#: What the torch build was built with, as ``torch ...  cuda=None hip=None xpu=False backends=gloo`` shows it.
+_BUILD_FIELD = re.compile(r"\b(cuda|hip|xpu|xpu_built|mps|backends)=\S+")
 
 
 def shape(text: str) -> list[str]:
-    """The text with numbers, paths, spacing and the CPU-dependent precision choice masked."""
+    """The text with numbers, paths, spacing and what the machine shows through masked.
+
+    Masked as machine-dependent: the CPU's name and bf16 flags, the CPU-dependent precision choice, the torch
+    build's local version label (``+cpu``, ``+cu132``) and what it was built with (``cuda=``, ``backends=``, ...),
+    and each device plugin's reason for not offering its device (which names the build). Kept: every line, its
+    order and its words otherwise, so a renamed section, a new or missing line or a reworded decision still fails.
+    """
     out: list[str] = []
     skip_indent: int | None = None
     for line in text.splitlines():
@@ -226,6 +238,9 @@ def shape(text: str) -> list[str]:
             if line.strip().startswith("precision"):
                 skip_indent = indent
         line = re.sub(r"^(\s*(names|bf16_flags): ).*", r"\1<the CPU's>", line)
+        line = _REJECTION.sub(r"\1 <why not, from this torch build and machine>", line)
+        line = _BUILD_FIELD.sub(r"\1=<the build's>", line)
+        line = re.sub(r"(?<=\d)\+[\w.]+", "", line)  # a local version label: torch 2.13.0+cpu, 2.15.0+cu132
         line = re.sub(r"(?<![\w.])/[^\s)]+", "<path>", line)
         line = re.sub(r"\b(bf16|fp16|fp32)\b", "<dtype>", line)  # e.g. "on cpu (gloo, bf16)": the CPU decides
         line = re.sub(r"\d+(\.\d+)?", "<n>", line)

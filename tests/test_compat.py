@@ -1,4 +1,4 @@
-"""ezpz.compat: the original ezpz's names (setup_torch, get_rank, wrap_model, ...) over the runtime."""
+"""ezpz.original.compat: the original ezpz's names (setup_torch, get_rank, wrap_model, ...) over the runtime."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 import ezpz
-import ezpz.compat as compat
+import ezpz.original.compat as compat
 from conftest import _LEAKY_NAMES, _LEAKY_PREFIXES, clean_env, need_tool, rank_rows
 from ezpz.errors import ConfigError, SetupError, UnavailableError
 
@@ -52,7 +52,7 @@ def test_every_compat_name_is_reachable_from_ezpz():
 
 
 def test_import_ezpz_then_setup_torch_in_a_fresh_interpreter():
-    """Exactly what an original-ezpz script does; needs ezpz.__getattr__ to forward ezpz.compat.__all__."""
+    """Exactly what an original-ezpz script does; needs ezpz.__getattr__ to forward ezpz.original.compat.__all__."""
     code = "import ezpz; r = ezpz.setup_torch(); print(r, ezpz.get_torch_device(), ezpz.get_world_size()); ezpz.cleanup()"
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -227,6 +227,11 @@ def test_original_script_under_torchrun(wrapper):
         [torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()), SCRIPT, "2", wrapper],
         env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="120"), capture_output=True, text=True, timeout=300,
     )
+    from ezpz.torch_private import fsdp2
+
+    if wrapper == "fsdp" and fsdp2().__name__ != "torch.distributed.fsdp":  # torch 2.4/2.5: FSDP2 needs CUDA
+        assert proc.returncode != 0 and "UnavailableError: wrap_model(use_fsdp=True)" in proc.stderr, proc.stderr
+        return
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = rank_rows(proc.stdout)
     assert [r["rank"] for r in rows] == [0, 1]

@@ -270,3 +270,62 @@ def test_a_real_pip_install_and_removal_are_seen_through_the_index(tmp_path):
     removed = _child(target, xdg)
     assert removed["status"].startswith("miss: sys.path entry ")
     assert "test-good" not in removed["records"] and "test-sentinel" in removed["records"]
+
+
+# -- a job started in a directory created moments before (mkdir run-N && cd run-N && python ...) ------------------
+STATUS = "from ezpz.plugin_host import ep_cache\nprint(ep_cache.last_status())\n"
+
+
+def _in_new_directory(tmp_path: Path, name: str, argv: str, **env: str) -> str:
+    """``mkdir NAME && cd NAME && ARGV`` in a real shell; the index status the child printed."""
+    proc = subprocess.run(["sh", "-c", f"mkdir {name} && cd {name} && {argv}"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=clean_env(XDG_CACHE_HOME=str(tmp_path / "xdg"), **env))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_python_c_in_a_directory_created_moments_before_writes_the_index_and_the_next_one_uses_it(tmp_path):
+    """Was: the new directory's stamp was set aside as "busy", so the comparison with the stamps before the scan
+    always differed: "not written (sys.path changed ...)", and every rank of every job scanned every distribution."""
+    code = f"{sys.executable} -c 'import ezpz\n{STATUS}'"
+    started = time.monotonic()
+    first = _in_new_directory(tmp_path, "d", code)
+    second = _in_new_directory(tmp_path, "e", code)
+    assert first == "miss: nothing cached yet; index written", first
+    assert second == "hit", second
+    assert time.monotonic() - started < 60  # the point is two jobs in quick succession; seconds on a busy machine
+    assert len(list((tmp_path / "xdg").rglob("*.json"))) == 1  # one index, not one per job directory
+
+
+def test_python_m_jobs_each_in_a_new_directory_share_one_index(tmp_path):
+    """``mkdir run-N && cd run-N && python -m job``: sys.path[0] is a new absolute directory every time."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "job.py").write_text(f"import ezpz\n{STATUS}")
+    os.utime(lib, (PAST, PAST))
+    seen = [_in_new_directory(tmp_path, f"run-{n}", f"{sys.executable} -m job", PYTHONPATH=str(lib))
+            for n in range(3)]
+    assert seen[0].endswith("index written") and seen[1:] == ["hit", "hit"], seen
+    assert len(list((tmp_path / "xdg").rglob("*.json"))) == 1
+
+
+def test_a_main_module_directory_that_holds_a_distribution_is_not_left_out(site, tmp_path, monkeypatch):
+    """The first sys.path entry is left out of the key only while it holds no distributions: one that does
+    (a script run from a site directory) must be the one the index was built for."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    for d in (here, there):
+        d.mkdir()
+        os.utime(d, (PAST, PAST))
+    rest = list(sys.path)
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(sys, "path", [str(here), *rest])
+    _lookup(cache)
+    monkeypatch.setattr(sys, "path", [str(there), *rest])  # another job's directory, also without distributions
+    assert _lookup(cache) == _truth() and ep_cache.last_status() == "hit"
+    _dist(there, "plug-t", {"tau": "plug_t"})  # ... but this one holds a plugin
+    os.utime(there, (PAST + 60, PAST + 60))  # installed a while ago, after the index was built
+    listed = _lookup(cache)
+    assert ep_cache.last_status() == "miss: built for another sys.path; index written"
+    assert ("tau", "plug_t") in listed and listed == _truth()
+    monkeypatch.setattr(sys, "path", [str(here), *rest])
+    assert _lookup(cache) == _truth() and ep_cache.last_status().startswith("miss: built for another sys.path")

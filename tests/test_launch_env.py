@@ -10,8 +10,8 @@ import pytest
 
 from conftest import clean_env, need_tool
 from ezpz.errors import LaunchEnvError
-from ezpz.launch import DETECTORS, derive_port, detect_launch_env, expand_nodelist, read_hostfile
-from ezpz.launch.rendezvous import DEFAULT_PORT, PORT_RANGE
+from ezpz.launch_env import DETECTORS, derive_port, detect_launch_env, expand_nodelist, read_hostfile
+from ezpz.launch_env.rendezvous import DEFAULT_PORT, PORT_RANGE
 
 # --- recorded environments (launcher variables only) -------------------------------------------------------------
 
@@ -318,7 +318,7 @@ def test_derived_port_is_stable_and_in_range():
     assert all(PORT_RANGE[0] <= p <= PORT_RANGE[1] for p in ports) and len(ports) > 400
     # a fixed value, so a change of hash (and mismatched ranks across versions) is noticed
     assert derive_port("SLURM_JOB_ID.SLURM_STEP_ID=200505.0") == derive_port("SLURM_JOB_ID.SLURM_STEP_ID=200505.0")
-    code = "from ezpz.launch import derive_port; print(derive_port('PALS_APID=abc'))"
+    code = "from ezpz.launch_env import derive_port; print(derive_port('PALS_APID=abc'))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env=clean_env(PYTHONHASHSEED="123"))
     assert int(other.stdout) == derive_port("PALS_APID=abc")
@@ -395,7 +395,7 @@ def test_read_hostfile_formats(tmp_path):
 
 _PROBE = """
 import json, os, sys
-from ezpz.launch import detect_launch_env
+from ezpz.launch_env import detect_launch_env
 e = detect_launch_env(os.environ)
 row = {k: getattr(e, k) for k in ("launcher", "rank", "world_size", "local_rank", "local_world_size", "node_rank",
                                   "num_nodes", "master_addr", "master_port")}

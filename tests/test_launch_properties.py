@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
-from ezpz.launch import detect_launch_env, expand_nodelist
-from ezpz.launch.rendezvous import DEFAULT_PORT, PORT_RANGE
+from ezpz.launch_env import detect_launch_env, expand_nodelist
+from ezpz.launch_env.rendezvous import DEFAULT_PORT, PORT_RANGE
 
 NAMES = {
     "torchrun": ["TORCHELASTIC_RUN_ID", "GROUP_RANK", "GROUP_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",

@@ -11,7 +11,7 @@ import pytest
 from conftest import clean_env, need_tool, rank_rows
 from test_launch_env import HYDRA, OPENMPI, PALS, SLURM_STEP, TORCHRUN
 from ezpz.errors import LaunchEnvError
-from ezpz.launch import detect_launch_env
+from ezpz.launch_env import detect_launch_env
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "allreduce_check.py")
 STALE = {"RANK": "0", "WORLD_SIZE": "1"}

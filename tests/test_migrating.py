@@ -6,14 +6,18 @@ The original's names are recorded in tests/fixtures/original_ezpz_names.json
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import ezpz
 import ezpz.distributed
+from conftest import clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = json.loads((ROOT / "tests" / "fixtures" / "original_ezpz_names.json").read_text(encoding="utf-8"))
@@ -76,3 +80,51 @@ def test_unknown_names_still_raise_the_plain_error():
         ezpz.no_such_thing  # noqa: B018
     with pytest.raises(AttributeError, match="has no attribute 'no_such_thing'"):
         ezpz.distributed.no_such_thing  # noqa: B018
+
+
+# -- the original's module names: ordinary modules, no import hook ------------------------------------------------
+
+ORIGINAL_MODULES = ("distributed", "log", "pbs", "slurm")
+
+
+def test_import_ezpz_installs_no_import_hook_and_the_original_modules_are_ordinary():
+    """Was: a meta-path finder in front of every import of the process, for module paths never released."""
+    code = ("import importlib, json, sys\nbefore = list(sys.meta_path), list(sys.path_hooks)\nimport ezpz\n"
+            f"mods = {{m: importlib.import_module('ezpz.' + m) for m in {ORIGINAL_MODULES!r}}}\n"
+            "ours = [type(f).__module__ for f in [*sys.meta_path, *sys.path_hooks]"
+            " if type(f).__module__.split('.')[0] == 'ezpz']\n"
+            "same = all(mods[m] is sys.modules['ezpz.original.' + m] is getattr(ezpz, m) for m in mods)\n"
+            "added = len(sys.meta_path) - len(before[0]) + len(sys.path_hooks) - len(before[1])\n"
+            "print(json.dumps({'ours': ours, 'same': same, 'added': added}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out == {"ours": [], "same": True, "added": 0}, out
+
+
+@pytest.mark.parametrize("old", ["ezpz.plugins", "ezpz.calls", "ezpz.planning", "ezpz.probe", "ezpz.launchers",
+                                 "ezpz.store", "ezpz.compat", "ezpz.timing", "ezpz.integrations.deepspeed"])
+def test_this_projects_unreleased_module_paths_are_gone(old):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+
+
+def test_python_m_ezpz_launch_is_ezpz_launch():
+    """The original's ``python -m ezpz.launch [flags] [--] COMMAND`` (its launcher), here ``ezpz launch``."""
+    args = ["--dry-run", "-n", "2", "--", "python", "train.py"]
+    env = clean_env()
+    launch = subprocess.run([sys.executable, "-m", "ezpz.launch", *args], capture_output=True, text=True, env=env,
+                            timeout=120)
+    cli = subprocess.run([sys.executable, "-m", "ezpz", "launch", *args], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert (launch.returncode, launch.stdout, launch.stderr) == (cli.returncode, cli.stdout, cli.stderr)
+    assert "train.py" in launch.stdout or launch.returncode == 2, launch.stderr
+
+
+def test_the_original_launcher_helpers_say_what_to_use():
+    import ezpz.launch
+
+    with pytest.raises(AttributeError) as err:
+        ezpz.launch.build_executable  # noqa: B018
+    assert "ezpz launch" in str(err.value) and "migrating.md" in str(err.value)
+    assert ezpz.launch is ezpz.__getattr__("launch")

@@ -262,7 +262,7 @@ def test_two_launches_in_one_allocation_get_their_own_port_and_fingerprint():
     """Ensemble members share SLURM_JOB_ID/PBS_JOBID; their launchers' own ids keep them apart (recorded facts)."""
     from test_launch_env import OPENMPI, PALS, SLURM_STEP
 
-    from ezpz.launch import detect_launch_env
+    from ezpz.launch_env import detect_launch_env
     from ezpz.launch_env.store import fingerprint
 
     job_wide = {"SLURM_JOB_ID": "4242", "PBS_JOBID": "4242.pbs"}

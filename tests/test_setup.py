@@ -145,15 +145,21 @@ def test_cpu_candidate_is_shared_and_lowest_priority():
 
 
 def test_tf32_uses_the_api_this_torch_wants():
+    """torch 2.9+: ``fp32_precision`` (mixing in the legacy flags is refused); before: ``allow_tf32``."""
     from ezpz.hooks import _enable_tf32
 
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
-    before = (matmul.fp32_precision, conv.fp32_precision)
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision"):
+        owners, names, on = (matmul, cudnn.conv), ("fp32_precision", "fp32_precision"), ("tf32", "tf32")
+    else:
+        owners, names, on = (matmul, cudnn), ("allow_tf32", "allow_tf32"), (True, True)
+    before = tuple(getattr(o, n) for o, n in zip(owners, names))
     try:
         _enable_tf32(torch)
-        assert (matmul.fp32_precision, conv.fp32_precision) == ("tf32", "tf32")
+        assert tuple(getattr(o, n) for o, n in zip(owners, names)) == on
     finally:
-        matmul.fp32_precision, conv.fp32_precision = before
+        for o, n, value in zip(owners, names, before):
+            setattr(o, n, value)
 
 
 def test_reasons_name_the_variable_the_user_set(env):

@@ -10,11 +10,12 @@ raised on each rank whose own number differs.
 
 from __future__ import annotations
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz._convert import as_tuple
 from ezpz.decisions import Decision, SetupPlan
 from ezpz.errors import ProcessGroupMismatchError
+from ezpz.frozen_records import frozen
 
 __all__ = ["ExistingGroup", "adopt_group", "group_backends"]
 

@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-from attrs import field, frozen
+from attrs import field
 
 from ezpz._convert import as_dict, as_tuple
 from ezpz.errors import ConfigError, UnavailableError
+from ezpz.frozen_records import frozen
 from ezpz.settings import COMPILE_BACKENDS, COMPILE_CHOICES, parse_compile_request
 
 __all__ = [

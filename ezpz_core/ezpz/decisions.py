@@ -6,9 +6,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
-from attrs import field, frozen
+from attrs import field
 
 from ezpz._convert import as_dict, as_tuple
+from ezpz.frozen_records import frozen
 
 from ezpz.facts import Alternative, DeviceCandidate, LaunchEnv, TorchBuild
 

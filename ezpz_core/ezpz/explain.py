@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from attrs import field, frozen
+from attrs import field
 
 from ezpz._convert import as_tuple
+from ezpz.frozen_records import frozen
 
 from ezpz.decisions import Decision
 

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from attrs import field, frozen
+from attrs import field
 
 from ezpz._convert import as_dict, as_tuple
+from ezpz.frozen_records import frozen
 
 __all__ = ["Alternative", "DeviceCandidate", "LaunchEnv", "ProbeReport", "Rejection", "TorchBuild", "parse_release"]
 

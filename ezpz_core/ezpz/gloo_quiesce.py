@@ -32,7 +32,8 @@ import weakref
 from datetime import timedelta
 from typing import Any
 
-from attrs import frozen
+from ezpz.frozen_records import frozen
+from ezpz.torch_private import GLOO_DEFAULT_THREADS, backend_for_device, gloo_threads, tls_stash
 
 __all__ = ["QuiesceReport", "quiesce"]
 
@@ -55,29 +56,29 @@ class _Marker:
     """Carried in one collective's thread-local state; who drops it last tells which thread ran it."""
 
 
-def _gloo_backend(torch: Any, group: Any) -> Any | None:
-    try:
-        backend = group._get_backend(torch.device("cpu"))
-    except (AttributeError, RuntimeError, ValueError):
+def _gloo_workers(torch: Any, group: Any) -> int | None:
+    """How many gloo worker threads serve the group's CPU collectives; None when gloo does not serve them."""
+    backend = backend_for_device(group, torch.device("cpu"))
+    if backend is not None:
+        return gloo_threads(backend) if type(backend).__name__ == "ProcessGroupGloo" else None
+    try:  # this torch cannot hand out the backend object: the public name says whether gloo runs the CPU
+        name = str(torch.distributed.get_backend(group))
+    except Exception:  # not a group torch knows
         return None
-    return backend if type(backend).__name__ == "ProcessGroupGloo" else None
+    gloo = any(part.rsplit(":", 1)[-1] == "gloo" for part in name.split(","))  # "gloo", "cpu:gloo,cuda:nccl"
+    return GLOO_DEFAULT_THREADS if gloo else None
 
 
 def quiesce(torch: Any, group: Any, deadline_s: float = 5.0, op_timeout_s: float = 2.0) -> QuiesceReport:
     """Run the marker rounds on ``group`` (collective: every rank calls it) and report. Never raises."""
-    backend = _gloo_backend(torch, group)
-    if backend is None:
+    workers = _gloo_workers(torch, group)
+    if workers is None:
         return QuiesceReport(False, "not needed: the group has no gloo backend for the CPU", attempted=False)
-    stash = getattr(torch._C, "_stash_obj_in_tls", None)
-    unstash = getattr(torch._C, "_remove_obj_from_tls", None)
-    dist = torch.distributed
-    if stash is None or unstash is None or not hasattr(dist, "AllreduceOptions"):
+    dist, stashing = torch.distributed, tls_stash()
+    if stashing is None or not hasattr(dist, "AllreduceOptions"):
         return QuiesceReport(False, "skipped: this torch has no thread-local object stash to mark collectives with",
                              attempted=False)
-    try:
-        workers = int(backend.options._threads)
-    except (AttributeError, TypeError, ValueError):
-        workers = 2  # ProcessGroupGloo's default
+    stash, unstash = stashing
     main = threading.get_native_id()
     seen: set[int] = set()
     opts = dist.AllreduceOptions()

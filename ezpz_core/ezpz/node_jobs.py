@@ -40,9 +40,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz.errors import LaunchEnvError
+from ezpz.frozen_records import frozen
 from ezpz.ports import derive_port
 
 __all__ = ["CONTRACTS", "NodeJob", "find_node_job", "read_pai", "read_pet", "read_pytorchjob", "read_skypilot"]

@@ -7,11 +7,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
 from ezpz.explain import Explanation
+from ezpz.frozen_records import frozen
 from ezpz.step_clock import StepClock
+from ezpz.torch_private import profiler_enabled
 
 __all__ = ["Runtime"]
 
@@ -31,7 +33,7 @@ class _Range:
 
         if self._push is not None:
             self._push(self._name)
-        if torch.autograd.profiler._is_profiler_enabled:
+        if profiler_enabled():
             self._record = torch.autograd.profiler.record_function(self._name)
             self._record.__enter__()
         return self
@@ -154,11 +156,8 @@ class Runtime:
     def range(self, name: str) -> contextlib.AbstractContextManager[Any]:
         """A named range: vendor marker (NVTX/roctx/ITT) and, under the torch profiler, a record."""
         push, pop = self.profiling.range_push, self.profiling.range_pop
-        if push is None:
-            import torch
-
-            if not torch.autograd.profiler._is_profiler_enabled:
-                return _NULL
+        if push is None and not profiler_enabled():
+            return _NULL
         return _Range(name, push, pop)
 
     def profiler(self, **kwargs: Any) -> Any:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz._convert import as_frozenset
+from ezpz.frozen_records import frozen
 
 __all__ = ["CpuFacts"]
 

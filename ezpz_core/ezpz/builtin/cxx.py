@@ -33,7 +33,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from attrs import frozen
+from ezpz.frozen_records import frozen
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompileOption

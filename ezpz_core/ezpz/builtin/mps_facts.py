@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attrs import frozen
+from ezpz.frozen_records import frozen
 
 __all__ = ["MpsFacts"]
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from attrs import frozen
-
 from ezpz.failures.signatures import FailureSignature, match_text
+from ezpz.frozen_records import frozen
 
 __all__ = ["Classified", "classify_exception", "exception_chain"]
 

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz.atomic_file import write_json_atomically
+from ezpz.frozen_records import frozen
 
 __all__ = ["KINDS", "MAX_RECORD_BYTES", "FailureRecord", "Skipped", "read_failures", "read_failures_verbose",
            "write_failure"]

@@ -15,9 +15,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz.failures.record import KINDS
+from ezpz.frozen_records import frozen
 
 __all__ = ["FailureSignature", "Match", "match_text"]
 

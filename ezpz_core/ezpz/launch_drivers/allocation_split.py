@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz.errors import ConfigError
+from ezpz.frozen_records import frozen
 
 __all__ = ["HostPool", "active_hosts_wanted", "split_allocation"]
 

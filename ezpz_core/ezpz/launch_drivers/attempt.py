@@ -32,8 +32,9 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from attrs import field, frozen
+from attrs import field
 
+from ezpz.frozen_records import frozen
 from ezpz.launch_drivers.base import Command
 from ezpz.launch_drivers.marked import marked_processes
 from ezpz.launch_drivers.run import exit_code

@@ -15,7 +15,9 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from attrs import field, frozen
+from attrs import field
+
+from ezpz.frozen_records import frozen
 
 __all__ = ["Allocation", "Command", "DeviceSlots", "Launcher", "Layout", "Match"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from attrs import frozen
+from ezpz.frozen_records import frozen
 
 __all__ = ["FIRST_FAILURE_REPORTS", "FirstFailure", "FirstFailureReport", "first_failure"]
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from attrs import frozen
-
 from ezpz.errors import ConfigError
+from ezpz.frozen_records import frozen
 
 __all__ = ["Grant", "granted", "node_job_grant", "pbs_grant", "slurm_grant", "use_grant"]
 

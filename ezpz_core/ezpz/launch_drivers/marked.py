@@ -12,7 +12,9 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from attrs import field, frozen
+from attrs import field
+
+from ezpz.frozen_records import frozen
 
 __all__ = ["LAUNCHER_PID_VAR", "MARKER", "MarkedProcess", "ancestors", "launcher_of", "marked_processes", "rank_of"]
 

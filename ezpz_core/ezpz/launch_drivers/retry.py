@@ -36,10 +36,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from attrs import field, frozen
+from attrs import field
 
 from ezpz.failures.record import FailureRecord
 from ezpz.failures.signatures import FailureSignature
+from ezpz.frozen_records import frozen
 from ezpz.launch_drivers.first_failure import FirstFailure
 
 __all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits"]

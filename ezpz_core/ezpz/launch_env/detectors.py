@@ -37,6 +37,7 @@ import attrs
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import Alternative, LaunchEnv
+from ezpz.frozen_records import frozen
 from ezpz.launch_env._parse import get, parse_int
 from ezpz.launch_env.conflicts import reconcile
 from ezpz.launch_env.torch_env import detect_env, detect_pmix, detect_torchrun
@@ -46,7 +47,7 @@ __all__ = ["DETECTORS", "Detector", "GatedDetector", "detect_layout", "detect_si
 Detector = Callable[[Mapping[str, str]], "LaunchEnv | str"]
 
 
-@attrs.frozen
+@frozen
 class GatedDetector:
     """A detector imported only when one of its ``gate`` variables is set; else ``absent`` is its answer.
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ezpz import hooks
 from ezpz.errors import ConfigError, SetupError
+from ezpz.torch_private import fsdp2
 
 if TYPE_CHECKING:
     import torch
@@ -455,7 +456,16 @@ def wrap_model(
 
         ids = [device.index] if device.type != "cpu" and device.index is not None else None
         return DistributedDataParallel(model, device_ids=ids)
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    fsdp = fsdp2()
+    if fsdp is None or (device.type == "cpu" and fsdp.__name__ != "torch.distributed.fsdp"):
+        from ezpz.errors import UnavailableError
+
+        raise UnavailableError(
+            name="wrap_model(use_fsdp=True)", value=f"torch {torch.__version__} on {device.type}",
+            expected="a torch with FSDP2 for this device (torch.distributed.fsdp.fully_shard; the older "
+                     "torch.distributed._composable.fsdp creates CUDA streams, so not on the CPU: seen on 2.4.1)",
+            fix="use DDP (use_fsdp=False), or a newer torch")
+    fully_shard, MixedPrecisionPolicy = fsdp.fully_shard, fsdp.MixedPrecisionPolicy
 
     if device_mesh is None:
         from ezpz.original.meshes import init_device_mesh_safe

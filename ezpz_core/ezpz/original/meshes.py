@@ -13,7 +13,8 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ezpz.errors import ConfigError
+from ezpz.errors import ConfigError, UnavailableError
+from ezpz.torch_private import backend_for_device, flatten_mesh
 
 if TYPE_CHECKING:
     from ezpz.runtime import Runtime
@@ -62,13 +63,11 @@ def _unbound_default_group() -> Iterator[None]:
 
     group, saved = None, None
     if dist.is_available() and dist.is_initialized():
-        default = dist.distributed_c10d._get_default_group()
+        default = dist.group.WORLD
         bound = getattr(default, "bound_device_id", None)
         if bound is not None:
-            try:
-                splits = bool(default._get_backend(bound).supports_splitting)
-            except (AttributeError, RuntimeError):
-                splits = True
+            backend = backend_for_device(default, bound)  # None: this torch cannot say; build as torch would
+            splits = backend is None or bool(getattr(backend, "supports_splitting", True))
             if not splits:
                 group, saved = default, bound
                 group.bound_device_id = None
@@ -91,5 +90,13 @@ def init_device_mesh_safe(device_type: str, mesh_shape: tuple[int, ...], *,
 def flatten_device_mesh_safe(submesh: Any, mesh_dim_name: str, *, device_type: str | None = None) -> Any:
     """``submesh._flatten(mesh_dim_name)`` (HSDP's flattened dp dimension), also on backends that cannot split."""
     del device_type  # the capability check does not need it; kept for the original's signature
+    flatten = flatten_mesh(submesh)
+    if flatten is None:
+        import torch
+
+        raise UnavailableError(
+            name="flatten_device_mesh_safe(submesh)", value=f"torch {torch.__version__}",
+            expected="a torch whose DeviceMesh has _flatten (torch 2.4.1 has none)",
+            fix="pass the 2-D submesh to fully_shard (HSDP) as it is, or use a newer torch")
     with _unbound_default_group():
-        return submesh._flatten(mesh_dim_name)
+        return flatten(mesh_dim_name)

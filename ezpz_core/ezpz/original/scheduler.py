@@ -14,9 +14,8 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 
-from attrs import frozen
-
 from ezpz.errors import ConfigError
+from ezpz.frozen_records import frozen
 from ezpz.original.machines import SCHEDULER_OF_MACHINE, machine_of
 
 __all__ = ["ActiveJob", "active_job", "get_active_jobid", "get_machine", "get_nodelist_of_active_job",

@@ -17,8 +17,14 @@ Safety:
   One exception: an entry that held no metadata directory (typically the
   script's own directory, which a job may write to) stays valid while a
   listing of it still shows none.
-  An index built while a directory was changing (its mtime within
-  :data:`RACY_WINDOW_NS` of now, or different after the scan) is not written.
+  An index built while a directory with distributions was changing (its mtime
+  within :data:`RACY_WINDOW_NS` of now, or different after the scan) is not
+  written; a directory without any (a job's directory, created moments before
+  ``mkdir run-N && cd run-N && python -m ...``) does not hold it back.
+- **Not keyed by the main module's directory.** ``sys.path[0]`` (the script's
+  directory, or the current directory for ``-m`` and ``-c``) is left out of the
+  file's key when it holds no distributions: a job in a new directory uses the
+  index the previous job wrote, after a listing shows its directory holds none.
 - **It never changes which plugins load.** Entry points are always read from
   the distributions' own ``entry_points.txt`` (so an edit to one is seen at
   once); the index only says which distributions to read, and only names
@@ -28,7 +34,7 @@ Safety:
   not the expected JSON, or for another interpreter or ``sys.path``.
 - **Where:** ``$XDG_CACHE_HOME/ezpz/entry-points`` (default ``~/.cache``, where
   stevedore keeps its own entry-point cache), one file per interpreter and
-  ``sys.path``, written atomically with mode 0600 in a 0700 directory. A
+  ``sys.path`` (less its first entry), written atomically with mode 0600 in a 0700 directory. A
   read-only or missing home just means no cache. ``EZPZ_CACHE=0``
   turns it off.
 
@@ -109,12 +115,17 @@ def _current(recorded: object, path: Sequence[str]) -> str:
     """Why the recorded ``[entry, stamp, holds_metadata]`` rows no longer describe ``path``, or ``""``.
 
     An entry that held no metadata directory (a script's own directory, which
-    the job may be writing to) stays current while it still holds none.
+    the job may be writing to) stays current while it still holds none; in the
+    first place (the main module's directory) any directory without one will do.
     """
     if not isinstance(recorded, list) or len(recorded) != len(path):
         return "built for another sys.path"
-    for row, entry in zip(recorded, path):
-        if not isinstance(row, list) or len(row) != 3 or row[0] != entry:
+    for i, (row, entry) in enumerate(zip(recorded, path)):
+        if not isinstance(row, list) or len(row) != 3 or not isinstance(row[0], str):
+            return "built for another sys.path"
+        if row[0] != entry:
+            if i == 0 and row[2] is False and not _holds_metadata(entry):
+                continue  # another job's directory then, this one's now: neither holds a distribution
             return "built for another sys.path"
         if row[1] != _stamp(entry) and (row[2] is not False or _holds_metadata(entry)):
             return f"sys.path entry {entry or '.'} changed (a distribution was installed or removed)"
@@ -122,7 +133,14 @@ def _current(recorded: object, path: Sequence[str]) -> str:
 
 
 def _file_name(path: Sequence[str]) -> str:
-    key = "\0".join((sys.executable, sys.prefix, sys.version, *(os.path.abspath(p or ".") for p in path)))
+    """The index file for ``path``: keyed by the interpreter and ``path[1:]``, never by the main module's directory.
+
+    ``path[0]`` (the script's directory, or the current directory under ``-m``
+    and ``-c``) is new for every job started in a new directory; the index
+    records it, and :func:`_current` accepts another one that holds no
+    distributions either.
+    """
+    key = "\0".join((sys.executable, sys.prefix, sys.version, *(os.path.abspath(p or ".") for p in path[1:])))
     raw = key.encode("utf-8", "surrogateescape")  # a name, not a check: the file records what it was built for
     return f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}.json"
 
@@ -163,7 +181,8 @@ def _valid(data: object, path: Sequence[str]) -> tuple[list[str] | None, str]:
         return None, "not an ezpz entry-point index of this format"
     if data.get("executable") != sys.executable or data.get("prefix") != sys.prefix:
         return None, "built for another interpreter"
-    if data.get("path") != list(path):
+    recorded = data.get("path")
+    if not isinstance(recorded, list) or len(recorded) != len(path) or recorded[1:] != list(path[1:]):
         return None, "built for another sys.path"
     why = _current(data.get("stamps"), path)
     if why:
@@ -171,7 +190,7 @@ def _valid(data: object, path: Sequence[str]) -> tuple[list[str] | None, str]:
     dirs = data.get("dirs")
     if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
         return None, "no list of directories"
-    roots = set(path)
+    roots = set(path)  # the main module's directory may differ from the recorded one only if neither holds any
     for d in dirs:
         if os.path.dirname(d) not in roots or not d.endswith(_METADATA_SUFFIXES):
             return None, f"names {d!r}, not a metadata directory directly on sys.path"
@@ -225,6 +244,8 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
     if where is not None:
         now = time.time_ns()
         stamps = [[entry, stamp, held] for (entry, stamp), (_, _, held) in zip(_stamps(path), before)]
+        changed = any(row[1] != old[1] and (old[2] is not False or _holds_metadata(row[0]))  # type: ignore[arg-type]
+                      for row, old in zip(stamps, before))
         for row in stamps:  # a busy directory without distributions (/tmp, a job's output directory): list it each time
             if row[1] is not None and now - row[1][0] < RACY_WINDOW_NS and row[2] is False:  # type: ignore[index]
                 row[1] = UNKNOWN
@@ -235,7 +256,7 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
             _status += "; not written (a distribution has no metadata directory)"
         elif any(os.path.dirname(d) not in path for d in dirs):
             _status += "; not written (a distribution's metadata is not directly in a sys.path entry)"
-        elif stamps != before or racy:
+        elif changed or racy:
             _status += "; not written (sys.path changed during the scan or moments before it)"
         else:
             why = user_cache.write_json(where / _file_name(path), {

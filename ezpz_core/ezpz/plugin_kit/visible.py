@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attrs import field, frozen
+from attrs import field
+
+from ezpz.frozen_records import frozen
 
 __all__ = ["VisibleList", "parse_visible_devices"]
 

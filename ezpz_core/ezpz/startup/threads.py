@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from attrs import frozen
-
 from ezpz.facts import Alternative
+from ezpz.frozen_records import frozen
 
 _SET_BY_EZPZ: list[int] = []  # the count an earlier setup() in this process set, so it is not taken for the user's
 

@@ -11,9 +11,9 @@ from types import ModuleType
 from typing import Any
 
 import pluggy
-from attrs import frozen
 
 from ezpz import hookspecs
+from ezpz.frozen_records import frozen
 from ezpz.plugin_host.host import ENTRY_POINT_GROUP
 from ezpz.testing.report import CheckResult
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from attrs import field, frozen
+from attrs import field
+
+from ezpz.frozen_records import frozen
 
 __all__ = ["CheckResult", "ConformanceReport"]
 
