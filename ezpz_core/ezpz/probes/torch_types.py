@@ -34,7 +34,6 @@ def backend_known(name: str) -> bool:
 
     if not dist.is_available():
         return False
-    known = {str(b).lower() for b in getattr(dist.Backend, "backend_list", ())}
-    known |= {str(b).lower() for b in getattr(dist.Backend, "_plugins", {})}
+    known = {str(b).lower() for b in getattr(dist.Backend, "backend_list", ())}  # register_backend appends here
     parts = [p.rsplit(":", 1)[-1].strip().lower() for p in name.split(",")]
     return bool(parts) and all(p in known for p in parts)
