@@ -80,14 +80,15 @@ try_deepspeed() {
   rm -f "$log"
 }
 
-# run_suite VENV TORCH: tests/test_torch_compat.py from a checkout directory, importing ezpz from the venv only.
+# run_suite VENV TORCH: tests/test_torch_compat.py and test_torch_private.py (each private name and its guard on
+# this torch) from a checkout directory, importing ezpz from the venv only.
 run_suite() {
   local venv=$1 torch=$2 start=$SECONDS rc=0
   local no_ds=""
   if [ -f "$venv/no-deepspeed.txt" ]; then no_ds=$(cat "$venv/no-deepspeed.txt"); fi
   echo; echo "=== compatibility suite on torch $torch ($venv) ==="
   PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv" EZPZ_COMPAT_TORCH="$torch" EZPZ_COMPAT_NO_DEEPSPEED="$no_ds" \
-    "$venv/bin/pytest" tests/test_torch_compat.py -q -ra -p no:cacheprovider || rc=$?
+    "$venv/bin/pytest" tests/test_torch_compat.py tests/test_torch_private.py -q -ra -p no:cacheprovider || rc=$?
   echo "--- torch $torch: suite exit $rc in $((SECONDS - start)) s"
   return $rc
 }
