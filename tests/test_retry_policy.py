@@ -241,3 +241,11 @@ def test_marked_processes_without_proc_find_nothing(tmp_path):
     from ezpz.launch_drivers.marked import marked_processes
 
     assert list(marked_processes(proc=str(tmp_path / "no-proc"))) == []
+
+
+def test_a_hang_roll_call_naming_a_rank_blames_its_host():
+    records = [rec(0, "hang", "rank(s) 2 stopped answering", missing_ranks=[2], step=41,
+                   budget="10 s: 10 x p99 0.2 s = 2 s, raised to the floor")]
+    v = classify(facts(records=records), spares_left=1, prior_progress=True)
+    assert v.outcome == "bad_host" and v.exclude == (RANK_HOSTS[2],), v
+    assert any("recorded hang" in e for e in v.evidence)

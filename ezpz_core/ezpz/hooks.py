@@ -203,10 +203,22 @@ def setup(
                                 backend=existing.backend if existing is not None else None,
                                 attempt=settings.attempt)
     _runtime, _runtime_settings = runtime, settings
+    _watch_hangs(runtime, settings)
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
     hooks.after_setup(runtime)
     return runtime
+
+
+def _watch_hangs(runtime: Runtime, settings: SetupSettings) -> None:
+    """Start the hang watchdog on ``rt.step()``'s clock (:mod:`ezpz.failures.hang_watch`)."""
+    from ezpz.failures import hang_watch
+    from ezpz.launch_env.store import this_host
+    from ezpz.settings import HangSettings
+
+    launch = runtime.plan.launch
+    hang_watch.start(runtime.step_clock, rank=launch.rank, world_size=launch.world_size, host=this_host(launch),
+                     timeout_s=runtime.plan.timeout_s, settings=settings.hang or HangSettings())
 
 
 def _enable_tf32(torch: Any) -> None:
@@ -255,6 +267,9 @@ def teardown() -> None:
     skipped while an exception is propagating (peers may then be inside another collective).
     """
     global _runtime, _runtime_settings
+    from ezpz.failures import hang_watch
+
+    hang_watch.stop()  # first: a slow teardown collective is no stalled step
     if _runtime is not None and _runtime.process_group and _runtime.owns_process_group:
         import torch
         import torch.distributed as dist

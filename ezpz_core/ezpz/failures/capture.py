@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # classify/record/signatures load when a rank fails, not on e
     from ezpz.decisions import SetupPlan
     from ezpz.settings import SetupSettings
 
-__all__ = ["ROLL_CALL_GRACE_S", "install", "install_for_setup", "installed", "record_exception", "uninstall"]
+__all__ = ["ROLL_CALL_GRACE_S", "install", "install_for_setup", "installed", "record_event", "record_exception",
+           "uninstall"]
 
 ROLL_CALL_GRACE_S = 5.0
 """How long a failing rank waits for the others to report in, at most (and at most a quarter of the timeout)."""
@@ -152,13 +153,28 @@ def _roll_call(cap: _Capture) -> tuple[tuple[int, ...], tuple[str, ...]]:
     return tuple(missing), tuple(hosts[r] for r in missing if r in hosts)
 
 
-def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missing_hosts: Sequence[str]
-           ) -> FailureRecord:
+def record_event(kind: str, first_line: str, how: str, *, missing_ranks: Sequence[int] = (),
+                 missing_hosts: Sequence[str] = (), step: int | None = None, budget: str = "") -> FailureRecord | None:
+    """Write this rank's record for a failure ezpz itself found (a stalled step, a preemption); log it.
+
+    The first record a rank writes is the one kept: later exceptions (a collective that fails because the
+    watchdog ended a peer) do not replace it. None when not installed.
+    """
+    cap: _Capture | None = _state.get("capture")
+    if cap is None:
+        return None
+    from ezpz.failures.classify import Classified
+
+    return _write(cap, Classified(kind, first_line, "", how), missing_ranks, missing_hosts, step=step, budget=budget)
+
+
+def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missing_hosts: Sequence[str], *,
+           step: int | None = None, budget: str = "") -> FailureRecord:
     from ezpz.failures.record import FailureRecord, write_failure
 
     record = FailureRecord(rank=cap.rank, host=cap.host, attempt=cap.attempt, kind=found.kind,
                            first_line=found.first_line, missing_ranks=missing_ranks, missing_hosts=missing_hosts,
-                           exception_type=found.exception_type)
+                           exception_type=found.exception_type, step=step, budget=budget)
     where = None
     if cap.directory is not None and not cap.done:
         try:
@@ -171,9 +187,11 @@ def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missi
     if record.missing_ranks:
         hosts = f" on {', '.join(record.missing_hosts)}" if record.missing_hosts else ""
         absent = f"rank(s) {', '.join(map(str, record.missing_ranks[:32]))}{hosts} did not arrive"
+    extra = {"step": record.step, "budget": record.budget} if record.budget else {}
     _log.get_logger("ezpz.failures").error(
         "rank_failed", kind=record.kind, host=record.host, attempt=record.attempt, missing=absent or "none known",
-        error=record.first_line, how=found.how, record=str(where) if where else "not written (EZPZ_FAILURE_DIR unset)")
+        error=record.first_line, how=found.how, **extra,
+        record=str(where) if where else "not written (EZPZ_FAILURE_DIR unset)")
     return record
 
 

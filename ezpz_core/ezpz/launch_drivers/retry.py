@@ -16,7 +16,7 @@ outcome               when                                                  then
 success               status 0                                              stop, 0
 interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
 code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
-bad_host              records name hosts (missing ranks), or the launcher   exclude, swap in spares
+bad_host              records name hosts (missing ranks, a hang roll call), or the launcher   exclude, swap in spares
                       names the first rank to fail on a host that left no
                       record (accusations against other silent hosts are
                       then its abort's doing), or the one host whose ranks
@@ -126,7 +126,7 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     accusers: dict[str, set[str]] = {}  # host -> the hosts whose ranks named it
     set_aside: list[tuple[str, str]] = []
     active = set(facts.hosts)
-    peers = [r for r in facts.records if r.kind in ("lost_peer", "timeout")]
+    peers = [r for r in facts.records if r.kind in ("lost_peer", "timeout", "hang")]
     wrote = {_host(facts, r.rank) or r.host for r in facts.records}
     origin = facts.first_failure
     if origin is not None and (origin.host not in active or origin.host in wrote):
