@@ -249,3 +249,12 @@ def test_a_hang_roll_call_naming_a_rank_blames_its_host():
     v = classify(facts(records=records), spares_left=1, prior_progress=True)
     assert v.outcome == "bad_host" and v.exclude == (RANK_HOSTS[2],), v
     assert any("recorded hang" in e for e in v.evidence)
+
+
+def test_a_preempted_attempt_blames_no_host_and_stops_when_ezpz_launch_was_signalled_too():
+    records = [rec(0, "preempted", "SIGTERM: every rank stops after step 22", step=22),
+               rec(2, "lost_peer", "Connection closed by peer", missing_ranks=[4])]
+    v = classify(facts(status=143, records=records, interrupted=True), spares_left=1, prior_progress=True)
+    assert v.outcome == "preempted" and not v.retry and v.exclude == () and "after step 22" in v.reason, v
+    again = classify(facts(status=143, records=records), spares_left=1, prior_progress=True)
+    assert again.outcome == "preempted" and again.retry and again.exclude == (), again

@@ -204,6 +204,9 @@ def setup(
                                 attempt=settings.attempt)
     _runtime, _runtime_settings = runtime, settings
     _watch_hangs(runtime, settings)
+    from ezpz.failures import preemption
+
+    preemption.install(runtime, grace_s=settings.preempt_grace_s, record=failures.record_event)
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
     hooks.after_setup(runtime)
@@ -262,6 +265,8 @@ def _check_autocast(plan: SetupPlan) -> None:
 def teardown() -> None:
     """Destroy the process group ezpz created (an adopted one is left to its owner); forget the runtime.
 
+    After a preemption (``rt.preempted``), it then exits with status 143 (128 + SIGTERM).
+
     With gloo, call it on every rank after its last collective: it first runs a few tiny all-reduces so that
     gloo's worker threads let go of the last ones (:mod:`ezpz.gloo_quiesce`), bounded by a short timeout, and
     skipped while an exception is propagating (peers may then be inside another collective).
@@ -285,10 +290,17 @@ def teardown() -> None:
             del os.environ[key]
     _applied_env.clear()
     from ezpz.failures.capture import uninstall as stop_capturing_failures
+    from ezpz.failures.preemption import uninstall as stop_preemption
 
+    stop_preemption()
     stop_capturing_failures()
+    preempted = _runtime is not None and _runtime.preempted
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)
+    if preempted:  # SIGTERM, and the ranks stopped at the agreed step: the status a scheduler expects
+        from ezpz.preemption import PREEMPTED_STATUS
+
+        raise SystemExit(PREEMPTED_STATUS)
 
 
 def _quiesce_gloo(torch: Any, dist: Any) -> None:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 from ezpz.errors import ConfigError
 
 __all__ = ["Attempt", "HangSettings", "PluginSettings", "SetupSettings", "is_first_rank", "parse_attempt", "parse_bool",
-           "parse_failure_dir", "parse_hook_timeout", "parse_names"]
+           "parse_failure_dir", "parse_hook_timeout", "parse_names", "parse_preempt_grace"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -117,6 +117,8 @@ class SetupSettings(NamedTuple):
     failure_dir: str | None = None
     hang: HangSettings | None = None
     """The hang-budget policy (``EZPZ_HANG_BUDGET*``); None is the default policy."""
+    preempt_grace_s: float = 20.0
+    """``EZPZ_PREEMPT_GRACE``: seconds from a SIGTERM until a rank that has not ended exits anyway."""
 
     @classmethod
     def resolve(
@@ -167,6 +169,7 @@ class SetupSettings(NamedTuple):
             attempt_from=attempt.source,
             failure_dir=parse_failure_dir(environ),
             hang=HangSettings.from_environ(environ),
+            preempt_grace_s=parse_preempt_grace(environ),
         )
 
 
@@ -187,6 +190,21 @@ def seconds_in_range(raw: object, name: str, bounds: tuple[float, float], fix: s
     if not (math.isfinite(value) and lo <= value <= hi):
         raise ConfigError(name=name, value=raw, expected=f"a number of seconds from {lo:g} to {hi:g}", fix=fix)
     return value
+
+
+DEFAULT_PREEMPT_GRACE_S = 20.0
+PREEMPT_GRACE_RANGE_S = (1.0, 86400.0)
+
+
+def parse_preempt_grace(environ: Mapping[str, str]) -> float:
+    """``EZPZ_PREEMPT_GRACE``: seconds a SIGTERMed rank has to reach the agreed step and save, within the range."""
+    raw = environ.get("EZPZ_PREEMPT_GRACE", "")
+    if not raw.strip():
+        return DEFAULT_PREEMPT_GRACE_S
+    return seconds_in_range(
+        raw, "EZPZ_PREEMPT_GRACE", PREEMPT_GRACE_RANGE_S,
+        fix="set EZPZ_PREEMPT_GRACE to less than the scheduler's time between SIGTERM and SIGKILL (Slurm's KillWait, "
+            "30 s by default), e.g. 20, or unset it")
 
 
 def parse_hook_timeout(environ: Mapping[str, str]) -> float:

@@ -121,7 +121,8 @@ def _say_verdict(k: int, verdict: Verdict) -> None:
 
 def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str, str],
               devices: Callable, describe: Callable[[LaunchPlan], None]) -> int:
-    """Run ``command`` in attempts (see the module docstring); the last attempt's status (130 if interrupted)."""
+    """Run ``command`` in attempts (see the module docstring); the last attempt's status (128 + N if signal N
+    interrupted it: 130 for Ctrl-C, 143 for the scheduler's SIGTERM)."""
     launch_id = new_launch_id()
     job_dir = Path(args.job_dir) if args.job_dir else default_job_dir(launch_id)
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +190,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
                  "records": [r.to_dict() for r in records]}, indent=1, default=str))
             if stop.stopped:
                 err(f"{P}: interrupted: no more attempts (job directory {job_dir})")
-                return 130
+                return 0 if result.status == 0 else 128 + stop.signum
             if not verdict.retry:
                 return status
             if pool is not None and verdict.exclude:
@@ -201,7 +202,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             err(f"{P}: attempt {k} of at most {limit + 1} in {delay:g} s (exit status so far {status})")
             if not stop.sleep(delay):
                 err(f"{P}: interrupted during the backoff: no more attempts")
-                return 130
+                return 128 + stop.signum
 
 
 def _judge(args: argparse.Namespace, result: AttemptResult, records: list, rank_hosts: dict[int, str],

@@ -182,10 +182,14 @@ def main(argv: list[str] | None = None) -> dict:
             say(f"[ezpz] step {step:4d}  loss {last_loss:.4f}  {sps:7.1f} steps/s  "
                 f"{sps * args.batch_size * args.seq * rt.world_size:9.0f} tokens/s")
             t_interval = now
-        if args.checkpoint_dir is not None and rt.is_main and step % args.checkpoint_every == 0:
+        if args.checkpoint_dir is not None and rt.is_main and (step % args.checkpoint_every == 0 or rt.preempted):
             checkpoint.save(args.checkpoint_dir, step, {
                 "model": _unwrap(model).state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
                 "torch_rng": torch.get_rng_state()})
+        if rt.preempted:  # SIGTERM: every rank stops after this step, checkpointed above; teardown() exits 143
+            say(f"[ezpz] preempted: stopped after step {step}"
+                + (f", checkpoint in {args.checkpoint_dir}" if args.checkpoint_dir is not None else ""), flush=True)
+            break
         if step == args.test_fail_at_step and rt.rank == args.test_fail_rank and rt.attempt == 0:
             os.kill(os.getpid(), signal.SIGKILL)  # TESTING ONLY (--test-fail-at-step): a crash nothing can catch
         if step == args.test_hang_at_step and rt.rank == args.test_fail_rank and rt.attempt == 0:
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> dict:
             os.kill(os.getpid(), signal.SIGSTOP)  # TESTING ONLY (--test-hang-at-step): frozen, nothing answers
     rt.synchronize()
     elapsed = time.perf_counter() - t0
-    ran = args.steps - start_step
+    ran = (step if rt.preempted else args.steps) - start_step
     mem = rt.memory_stats()
     report = {
         "device": str(rt.device), "device_type": rt.device_type, "vendor": rt.vendor, "backend": rt.backend,

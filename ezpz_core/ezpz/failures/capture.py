@@ -124,9 +124,13 @@ def record_exception(exc: BaseException) -> FailureRecord | None:
     cap: _Capture | None = _state.get("capture")
     if cap is None:
         return None
-    from ezpz.failures.classify import classify_exception
+    from ezpz.failures.classify import Classified, classify_exception
+    from ezpz.failures.preemption import requested
 
     found = classify_exception(exc, cap.signatures)
+    if requested() and found.kind not in ("code_error", "oom"):  # a collective its preempted peers left
+        return _write(cap, Classified("preempted", f"SIGTERM (preemption): the step could not complete: "
+                                      f"{found.first_line}", found.exception_type, "preempted: " + found.how), (), ())
     missing_ranks: tuple[int, ...] = tuple(getattr(exc, "missing_ranks", ()) or ())
     missing_hosts: tuple[str, ...] = ()
     if found.kind in ("timeout", "lost_peer") and cap.world_size > 1:
@@ -206,6 +210,13 @@ def _excepthook(etype: type[BaseException], value: BaseException, tb: TracebackT
 
 
 def _on_signal(signum: int, _frame: Any) -> None:
+    if signum == signal.SIGTERM:
+        from ezpz.failures import preemption
+
+        # a step loop: stop at the agreed step boundary. Later SIGTERMs change nothing (a launcher and the
+        # scheduler may both send one); EZPZ_PREEMPT_GRACE bounds the rank's end
+        if preemption.requested() or preemption.take_signal("SIGTERM"):
+            return
     cap: _Capture | None = _state.get("capture")
     if cap is not None and not cap.done:
         name = signal.Signals(signum).name

@@ -32,6 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ezpz import _log
+from ezpz.failures import preemption
 from ezpz.hang_budget import Budget, hang_budget
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class _Watch(threading.Thread):
         self.halt = threading.Event()
         self._seen = -1
         self._budget = Budget(timeout_s, False, "")
+        self._next_look = 0.0
 
     def budget(self) -> Budget:
         """The budget for the current step, recomputed only when a step has ended since the last look."""
@@ -107,6 +109,12 @@ class _Watch(threading.Thread):
                 since = self.clock.since_last()
                 if since is None:  # no step ended yet: start-up is EZPZ_TIMEOUT's
                     continue
+                if preemption.requested():  # the ranks are agreeing on a stop step: not a hang
+                    continue
+                if since > 2.0 and time.monotonic() >= self._next_look:  # peers at a preemption boundary?
+                    self._next_look = time.monotonic() + 1.0
+                    if preemption.check_store():
+                        continue
                 budget = self.budget()
                 if not budget.learned:
                     continue

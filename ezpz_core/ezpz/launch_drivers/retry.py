@@ -14,6 +14,8 @@ Termination matrix (first row that applies wins):
 outcome               when                                                  then
 ====================  ====================================================  ===========================
 success               status 0                                              stop, 0
+preempted             ranks recorded ``preempted`` (SIGTERM, stopped at an   stop if ``ezpz launch`` got the
+                      agreed step) and none a code error; no host blamed   signal too, else retry, same hosts
 interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
 code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
 bad_host              records name hosts (missing ranks, a hang roll call), or the launcher   exclude, swap in spares
@@ -44,7 +46,7 @@ from ezpz.launch_drivers.first_failure import FirstFailure
 
 __all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits"]
 
-OUTCOMES = ("success", "interrupted", "code_error", "bad_host", "exhausted", "walltime", "stuck", "hang",
+OUTCOMES = ("success", "preempted", "interrupted", "code_error", "bad_host", "exhausted", "walltime", "stuck", "hang",
             "unknown", "limit")
 WALLTIME_STATUS = 143
 
@@ -205,6 +207,20 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
     rejected: list[tuple[str, str]] = []
     if facts.status == 0 and not facts.timed_out:
         return Verdict(outcome="success", retry=False, reason="the job exited 0")
+    preempted = [r for r in facts.records if r.kind == "preempted"]
+    if preempted and not [r for r in facts.records if r.kind in ("code_error", "oom")]:
+        steps = sorted({r.step for r in preempted if r.step is not None})
+        at = f" after step {steps[-1]}" if steps else ""
+        evidence = tuple(f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded preempted: {r.first_line}"
+                         for r in preempted[:8])
+        rejected = [("bad_host", "a preemption (SIGTERM) is the scheduler's, not a host's: no host is blamed")]
+        if facts.interrupted:
+            return Verdict(outcome="preempted", retry=False, evidence=evidence, rejected=rejected,
+                           reason=f"SIGTERM reached ezpz launch and {len(preempted)} rank(s) stopped{at}: the "
+                                  f"allocation is ending; the next run resumes from the job's checkpoint")
+        return Verdict(outcome="preempted", retry=True, evidence=evidence, rejected=rejected,
+                       reason=f"{len(preempted)} rank(s) got SIGTERM and stopped{at} (ezpz launch did not): "
+                              f"the same hosts run again, resuming from the job's checkpoint")
     if facts.interrupted:
         return Verdict(outcome="interrupted", retry=False, reason="interrupted: the loop stops at once")
     code = [r for r in facts.records if r.kind in ("code_error", "oom")]
