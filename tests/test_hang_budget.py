@@ -110,10 +110,11 @@ def test_a_rank_that_stops_answering_is_named_within_the_learned_budget_not_the_
             time.sleep(0.1)
     finally:
         try:
-            os.killpg(p.pid, signal.SIGKILL)  # the frozen rank too
+            os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         p.wait(timeout=60)
+        _kill_ranks_of(failures)  # the frozen rank: torchrun started it in a session of its own
     text = "".join(seen)
     assert hung_at is not None, text[-3000:]
     assert record is not None, text[-3000:]
@@ -123,3 +124,14 @@ def test_a_rank_that_stops_answering_is_named_within_the_learned_budget_not_the_
     assert record["kind"] == "hang" and record["missing_ranks"] == [1] and record["missing_hosts"], record
     assert record["step"] == 41 and "p99" in record["budget"], record
     assert late < 30, f"named {late:.1f} s after the hang, not within 30 s"
+
+
+def _kill_ranks_of(failures: Path) -> None:
+    """SIGKILL every process whose environment names this test's failure directory (its ranks, frozen or not)."""
+    mark = f"EZPZ_FAILURE_DIR={failures}".encode()
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if mark in (d / "environ").read_bytes().split(b"\0"):
+                os.kill(int(d.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ezpz.cli._util import err, jsonable
 from ezpz.errors import ConfigError
-from ezpz.failures.record import read_failures
+from ezpz.failures.record import read_failures, read_failures_verbose
 from ezpz.launch_drivers import LaunchPlan, load, prepare, select
 from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, split_allocation
 from ezpz.launch_drivers.attempt import AttemptResult, Interrupts, run_attempt
@@ -30,7 +30,7 @@ from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
-from ezpz.launch_drivers.retry import AttemptFacts, Verdict, backoff_s, classify, log_hits
+from ezpz.launch_drivers.retry import AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts
 
 __all__ = ["AUTO_RETRY_TIMEOUT_S", "BACKOFF_CAP_S", "default_job_dir", "new_launch_id", "supervise"]
 
@@ -164,20 +164,26 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             if k == 0:
                 describe(plan)
             err(f"{P}: attempt {k}: running: {plan.command.shell()}")
+            rank_hosts = _rank_hosts(plan)
+            active = plan.layout.allocation.hosts[: plan.layout.nodes]
+            names_host = (lambda: bool(records_name_hosts(read_failures_verbose(fdir)[0], rank_hosts, active))
+                          ) if pool is not None else None
             try:
                 result = run_attempt(plan.command, attempt=k, launch_id=launch_id, environ=env, interrupts=stop,
                                      idle_timeout_s=timeout_s or None, grace_s=args.kill_after,
                                      log_path=adir / "output.log", sink=sink, failure_dir=fdir,
-                                     failure_grace_s=args.failure_grace or None)
+                                     failure_grace_s=args.failure_grace or None, names_host=names_host)
             except OSError as error:
                 err(f"{P}: error: cannot run {plan.command.argv[0]!r}: {error.strerror or error}. "
                     f"Fix: put it on PATH (load your MPI or Slurm module), or pick another with --launcher")
                 return 127
             status = result.status
             records = read_failures(fdir)
-            rank_hosts = _rank_hosts(plan)
             if result.timed_out:
                 _say_timeout(result, records, rank_hosts, timeout_s or 0)
+            if result.ended_on_named_host:
+                err(f"{P}: attempt {k}: the ranks' failure records already name the host to exclude: attempt "
+                    f"ended without waiting for the launcher")
             if result.ended_after_failure:
                 err(f"{P}: attempt {k}: the launcher was still running {args.failure_grace:g} s after the first "
                     f"failure record (--failure-grace): job ended")

@@ -57,6 +57,7 @@ class _Capture:
         self.grace_s = min(ROLL_CALL_GRACE_S, max(timeout_s / 4, 0.5))
         self.written: Path | None = None
         self.done = False
+        self.kind = ""
 
     @property
     def signatures(self) -> tuple[FailureSignature, ...]:
@@ -158,28 +159,36 @@ def _roll_call(cap: _Capture) -> tuple[tuple[int, ...], tuple[str, ...]]:
 
 
 def record_event(kind: str, first_line: str, how: str, *, missing_ranks: Sequence[int] = (),
-                 missing_hosts: Sequence[str] = (), step: int | None = None, budget: str = "") -> FailureRecord | None:
+                 missing_hosts: Sequence[str] = (), step: int | None = None, budget: str = "",
+                 at: float | None = None, replace_kind: str | None = None) -> FailureRecord | None:
     """Write this rank's record for a failure ezpz itself found (a stalled step, a preemption); log it.
 
     The first record a rank writes is the one kept: later exceptions (a collective that fails because the
-    watchdog ended a peer) do not replace it. None when not installed.
+    watchdog ended a peer) do not replace it, unless it is of ``replace_kind`` (a preemption's record at the
+    signal, completed at the agreed step). ``at``: the record's time (default now). None when not installed.
     """
     cap: _Capture | None = _state.get("capture")
     if cap is None:
         return None
     from ezpz.failures.classify import Classified
 
-    return _write(cap, Classified(kind, first_line, "", how), missing_ranks, missing_hosts, step=step, budget=budget)
+    if replace_kind is not None and cap.kind == replace_kind:
+        cap.done = False
+    return _write(cap, Classified(kind, first_line, "", how), missing_ranks, missing_hosts, step=step, budget=budget,
+                  at=at)
 
 
 def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missing_hosts: Sequence[str], *,
-           step: int | None = None, budget: str = "") -> FailureRecord:
+           step: int | None = None, budget: str = "", at: float | None = None) -> FailureRecord:
     from ezpz.failures.record import FailureRecord, write_failure
 
     record = FailureRecord(rank=cap.rank, host=cap.host, attempt=cap.attempt, kind=found.kind,
                            first_line=found.first_line, missing_ranks=missing_ranks, missing_hosts=missing_hosts,
-                           exception_type=found.exception_type, step=step, budget=budget)
+                           exception_type=found.exception_type, step=step, budget=budget,
+                           **({"time": at} if at is not None else {}))
     where = None
+    if not cap.done:
+        cap.kind = record.kind
     if cap.directory is not None and not cap.done:
         try:
             where = cap.written = write_failure(record, cap.directory)

@@ -44,6 +44,8 @@ __all__ = ["HANG_EXIT_STATUS", "start", "stop", "watching"]
 HANG_EXIT_STATUS = 124
 """The status a rank exits with after its stalled step was named (GNU ``timeout``'s: it ran out of time)."""
 _PREFIX = "ezpz_stall"
+_VERDICT_READ_S = 2.0
+"""How long rank 0, whose process holds the store, stays after the verdict so every stalled rank can read it."""
 _MAX_ROLL = 4096
 
 _state: dict[str, Any] = {}
@@ -94,6 +96,7 @@ class _Watch(threading.Thread):
         self._seen = -1
         self._budget = Budget(timeout_s, False, "")
         self._next_look = 0.0
+        self._posted = False
 
     def budget(self) -> Budget:
         """The budget for the current step, recomputed only when a step has ended since the last look."""
@@ -169,6 +172,8 @@ class _Watch(threading.Thread):
                 stream.flush()
             except Exception:
                 pass
+        if self.rank == 0 and self.world_size > 1:  # the store lives here: let the others read the verdict first
+            self.halt.wait(_VERDICT_READ_S)
         if not self.halt.is_set():  # teardown() did not stop us meanwhile: the step will never end
             os._exit(HANG_EXIT_STATUS)
 
@@ -181,11 +186,14 @@ class _Watch(threading.Thread):
             return [], {}, "no rendezvous store to ask the peers"
         world = min(self.world_size, _MAX_ROLL)
         note = json.dumps({"step": step, "stalled_s": round(since, 2), "frame": frame[:300]})
+        self._posted = False
         try:
             verdict = self._bounded(lambda: self._ask(gen, world, note), self.grace_s + 10.0)
         except Exception:  # the store lives with rank 0: no answer means rank 0 stopped answering
             if self.rank == 0:
                 return [], {}, "the rendezvous store did not answer"
+            if self._posted:  # it answered this roll call before: rank 0 ended after its own verdict
+                return [], {}, "the rendezvous store went away during the roll call (rank 0 ended)"
             first = rdzv.launch.hosts[0] if rdzv.launch.hosts else rdzv.addr
             return [0], {0: first}, "the rendezvous store (rank 0's) did not answer"
         missing = [r for r in verdict.get("missing", []) if isinstance(r, int) and r != self.rank]
@@ -195,6 +203,7 @@ class _Watch(threading.Thread):
     def _ask(self, gen: Any, world: int, note: str) -> dict[str, Any]:
         gen.set(f"{_PREFIX}/call", "1")
         gen.set(f"{_PREFIX}/rank/{self.rank}", note)
+        self._posted = True
         deadline = time.monotonic() + self.grace_s
         key = f"{_PREFIX}/verdict"
         while True:

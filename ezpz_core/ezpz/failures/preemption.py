@@ -138,8 +138,13 @@ def take_signal(how: str) -> bool:
         count = runtime.step_clock.count
         _state.update(since=time.monotonic(), count=count, how=how)
         runtime.preemption.requested = True
+    _state["at"] = time.time()
     _log.get_logger("ezpz.failures").warning("preemption_requested", how=how, steps_ended=count,
                                              grace_s=_state["grace_s"])
+    record = _state.get("record")
+    if record is not None:  # at once: a rank a launcher kills before the boundary still said it was stopped
+        record("preempted", f"{how}: stopping at the next step boundary after step {count}",
+               "preemption requested", step=count + 1, at=_state["at"])
     _post(runtime, count)
     threading.Thread(target=_deadline, name="ezpz-preempt-deadline", daemon=True).start()
     return True
@@ -224,7 +229,7 @@ def _on_stop(count: int) -> None:
     note = f"; rank(s) {', '.join(map(str, missing[:32]))} never posted theirs" if missing else ""
     record_event("preempted", f"{_state.get('how', 'SIGTERM')}: every rank stops after step {count} (rt.step() "
                               f"count), the job saves it{note}", "preemption agreed at the step boundary",
-                 step=count)
+                 step=count, at=_state.get("at"), replace_kind="preempted")
     _state["stopped"] = True
 
 
@@ -237,7 +242,8 @@ def _deadline() -> None:
     record_event = _state.get("record") or (lambda *a, **k: None)
     record_event("preempted", f"{_state.get('how', 'SIGTERM')}: EZPZ_PREEMPT_GRACE ({grace:g} s) ran out before the "
                               f"rank ended (a collective that could not complete, or a slow checkpoint)",
-                 "preemption grace ran out", step=runtime.step_clock.count + 1)
+                 "preemption grace ran out", step=runtime.step_clock.count + 1, at=_state.get("at"),
+                 replace_kind="preempted")
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

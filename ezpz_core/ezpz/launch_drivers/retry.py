@@ -15,7 +15,7 @@ outcome               when                                                  then
 ====================  ====================================================  ===========================
 success               status 0                                              stop, 0
 preempted             ranks recorded ``preempted`` (SIGTERM, stopped at an   stop if ``ezpz launch`` got the
-                      agreed step) and none a code error; no host blamed   signal too, else retry, same hosts
+                      agreed step), none a code error, no host named        signal too, else retry, same hosts
 interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
 code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
 bad_host              records name hosts (missing ranks, a hang roll call), or the launcher   exclude, swap in spares
@@ -44,7 +44,7 @@ from ezpz.failures.record import FailureRecord
 from ezpz.failures.signatures import FailureSignature
 from ezpz.launch_drivers.first_failure import FirstFailure
 
-__all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits"]
+__all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits", "records_name_hosts"]
 
 OUTCOMES = ("success", "preempted", "interrupted", "code_error", "bad_host", "exhausted", "walltime", "stuck", "hang",
             "unknown", "limit")
@@ -148,7 +148,7 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
 
     # a peer told to stop (SIGTERM, by the launcher reacting to another rank) before this rank lost it is a
     # consequence of the failure, not its cause
-    stopped = {r.rank: r.time for r in facts.records if r.kind == "signal"}
+    stopped = {r.rank: r.time for r in facts.records if r.kind in ("signal", "preempted")}
     for r in peers:
         where = _host(facts, r.rank) or r.host
         for m in r.missing_ranks:
@@ -201,6 +201,35 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     return blamed, set_aside
 
 
+def records_name_hosts(records: Sequence[FailureRecord], rank_hosts: Mapping[int, str], hosts: Sequence[str]
+                       ) -> tuple[str, ...]:
+    """The hosts the records of a still-running attempt already blame (peers naming the ranks that did not answer).
+
+    Only lost-peer, timeout and hang records count, and none while a rank recorded a code error. ``ezpz launch``
+    ends the attempt once this is not empty, instead of waiting for the launcher to give up on the lost node.
+    """
+    if not any(r.kind in ("lost_peer", "timeout", "hang") for r in records) or \
+            any(r.kind in ("code_error", "oom") for r in records):
+        return ()
+    blamed, _ = _blame(AttemptFacts(attempt=0, status=1, hosts=hosts, rank_hosts=rank_hosts, records=records))
+    return tuple(blamed)
+
+
+def _preempted(facts: AttemptFacts, preempted: list[FailureRecord], *, retry: bool) -> Verdict:
+    steps = sorted({r.step for r in preempted if r.step is not None})
+    at = f" after step {steps[-1]}" if steps else ""
+    evidence = tuple(f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded preempted: {r.first_line}"
+                     for r in preempted[:8])
+    rejected = [("bad_host", "a preemption (SIGTERM) is the scheduler's, not a host's: no host is blamed")]
+    if not retry:
+        return Verdict(outcome="preempted", retry=False, evidence=evidence, rejected=rejected,
+                       reason=f"SIGTERM reached ezpz launch and {len(preempted)} rank(s) stopped{at}: the "
+                              f"allocation is ending; the next run resumes from the job's checkpoint")
+    return Verdict(outcome="preempted", retry=True, evidence=evidence, rejected=rejected,
+                   reason=f"{len(preempted)} rank(s) got SIGTERM and stopped{at} (ezpz launch did not), and "
+                          f"nothing names a host: the same hosts run again, resuming from the job's checkpoint")
+
+
 def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | None = None,
              attempts_left: int | None = None) -> Verdict:
     """The verdict on one attempt (see the module's termination matrix). Pure: no I/O."""
@@ -208,22 +237,11 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
     if facts.status == 0 and not facts.timed_out:
         return Verdict(outcome="success", retry=False, reason="the job exited 0")
     preempted = [r for r in facts.records if r.kind == "preempted"]
-    if preempted and not [r for r in facts.records if r.kind in ("code_error", "oom")]:
-        steps = sorted({r.step for r in preempted if r.step is not None})
-        at = f" after step {steps[-1]}" if steps else ""
-        evidence = tuple(f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded preempted: {r.first_line}"
-                         for r in preempted[:8])
-        rejected = [("bad_host", "a preemption (SIGTERM) is the scheduler's, not a host's: no host is blamed")]
-        if facts.interrupted:
-            return Verdict(outcome="preempted", retry=False, evidence=evidence, rejected=rejected,
-                           reason=f"SIGTERM reached ezpz launch and {len(preempted)} rank(s) stopped{at}: the "
-                                  f"allocation is ending; the next run resumes from the job's checkpoint")
-        return Verdict(outcome="preempted", retry=True, evidence=evidence, rejected=rejected,
-                       reason=f"{len(preempted)} rank(s) got SIGTERM and stopped{at} (ezpz launch did not): "
-                              f"the same hosts run again, resuming from the job's checkpoint")
-    if facts.interrupted:
-        return Verdict(outcome="interrupted", retry=False, reason="interrupted: the loop stops at once")
     code = [r for r in facts.records if r.kind in ("code_error", "oom")]
+    if facts.interrupted:
+        if preempted and not code:
+            return _preempted(facts, preempted, retry=False)
+        return Verdict(outcome="interrupted", retry=False, reason="interrupted: the loop stops at once")
     if code:
         ranks = sorted({r.rank for r in code})
         first = code[0]
@@ -249,6 +267,8 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
                            reason=f"bad host(s) {', '.join(hosts)} but only {spares_left} spare(s) left")
         return Verdict(outcome="bad_host", retry=True, exclude=hosts, evidence=evidence, rejected=rejected,
                        reason=f"bad host(s) {', '.join(hosts)}: excluded, {len(hosts)} spare(s) swapped in")
+    if preempted:  # SIGTERM to the ranks alone, and nothing names a host
+        return _preempted(facts, preempted, retry=True)
     rejected.append(("bad_host", "no record, vanished host or host-blaming log signature names a host"))
     if facts.status == WALLTIME_STATUS and not facts.timed_out and not facts.records:
         return Verdict(outcome="walltime", retry=False, rejected=rejected,
