@@ -53,10 +53,12 @@ _state: dict[str, Any] = {}
 
 def start(clock: StepClock, *, rank: int, world_size: int, host: str, timeout_s: float, settings: HangSettings,
           grace_s: float = 5.0) -> None:
-    """Watch ``clock`` on a daemon thread (replacing a previous watch); nothing when budgets are off."""
+    """Watch ``clock`` on a daemon thread (replacing a previous watch).
+
+    With budgets off (``EZPZ_HANG_BUDGET=0``) it never names a stall, but still lets a long step learn of a
+    peer's preemption (:func:`ezpz.failures.preemption.check_store`).
+    """
     stop()
-    if not settings.enabled:
-        return
     watch = _Watch(clock, rank=rank, world_size=world_size, host=host, timeout_s=timeout_s, settings=settings,
                    grace_s=min(grace_s, max(settings.floor_s / 2, 0.5)))
     _state["watch"] = watch
