@@ -14,7 +14,7 @@ wrong hosts blamed (excluded but not the faulty node, or any host for slow/sigte
 fault to the next step running (a step line two past the step at the fault). Needs root (network namespaces)
 and Open MPI. Writes JSON to ``--out``.
 
-    sudo python benchmarks/bench_chaos.py [--faults 25] [--seed 0] [--steps 40] [--out chaos.json]
+    sudo python benchmarks/bench_chaos.py [--faults 25] [--seed 0] [--steps 40] [--kinds kill,link,...] [--out F]
 """
 
 from __future__ import annotations
@@ -49,10 +49,12 @@ def _ns_pids(bed: NetBed, i: int) -> list[int]:
 
 
 def _rank_pids(bed: NetBed, i: int) -> list[int]:
+    """The ranks in node ``i``'s namespace: Open MPI's rank variable in their environment (not ``ezpz launch``,
+    ``mpiexec`` or ``orted``, whose command lines name the job too)."""
     found = []
     for pid in _ns_pids(bed, i):
         try:
-            if b"ezpz.examples.train" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"\0OMPI_COMM_WORLD_RANK=" in b"\0" + Path(f"/proc/{pid}/environ").read_bytes():
                 found.append(pid)
         except OSError:
             pass
@@ -161,12 +163,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--out", type=Path, default=Path("chaos.json"))
+    ap.add_argument("--kinds", default=",".join(KINDS), help="the fault kinds to draw from, comma-separated")
     args = ap.parse_args()
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    if not kinds or set(kinds) - set(KINDS):
+        sys.exit(f"bench_chaos: --kinds {args.kinds!r}: expected some of {', '.join(KINDS)}")
     why = cannot_make_namespaces()
     if why is not None:
         sys.exit(f"bench_chaos: {why}")
     rng = random.Random(args.seed)
-    plan = [(KINDS[i % len(KINDS)], rng.choice((1, 2)), rng.randint(8, args.steps - 12)) for i in range(args.faults)]
+    plan = [(kinds[i % len(kinds)], rng.choice((1, 2)), rng.randint(8, args.steps - 12)) for i in range(args.faults)]
     rng.shuffle(plan)
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="ezpz-chaos-") as d, net_bed(4, net=60) as bed:
