@@ -9,7 +9,7 @@ from ezpz.failures.record import FailureRecord
 from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, split_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
-from ezpz.launch_drivers.retry import AttemptFacts, backoff_s, classify, log_hits
+from ezpz.launch_drivers.retry import AttemptFacts, backoff_s, classify, log_hits, records_name_hosts
 
 HOSTS = ("n0", "n1", "n2")
 RANK_HOSTS = {0: "n0", 1: "n0", 2: "n1", 3: "n1", 4: "n2", 5: "n2"}  # 2 ranks per host
@@ -241,3 +241,32 @@ def test_marked_processes_without_proc_find_nothing(tmp_path):
     from ezpz.launch_drivers.marked import marked_processes
 
     assert list(marked_processes(proc=str(tmp_path / "no-proc"))) == []
+
+
+def test_a_hang_roll_call_naming_a_rank_blames_its_host():
+    records = [rec(0, "hang", "rank(s) 2 stopped answering", missing_ranks=[2], step=41,
+                   budget="10 s: 10 x p99 0.2 s = 2 s, raised to the floor")]
+    v = classify(facts(records=records), spares_left=1, prior_progress=True)
+    assert v.outcome == "bad_host" and v.exclude == (RANK_HOSTS[2],), v
+    assert any("recorded hang" in e for e in v.evidence)
+
+
+def test_a_preempted_attempt_blames_no_host_and_stops_when_ezpz_launch_was_signalled_too():
+    records = [rec(0, "preempted", "SIGTERM: every rank stops after step 22", step=22),
+               rec(2, "preempted", "SIGTERM: every rank stops after step 22", step=22)]
+    v = classify(facts(status=143, records=records, interrupted=True), spares_left=1, prior_progress=True)
+    assert v.outcome == "preempted" and not v.retry and v.exclude == () and "after step 22" in v.reason, v
+    again = classify(facts(status=143, records=records), spares_left=1, prior_progress=True)
+    assert again.outcome == "preempted" and again.retry and again.exclude == (), again
+
+
+def test_a_rank_the_launcher_sigtermed_before_a_peer_lost_it_is_not_blamed():
+    """Open MPI SIGTERMs the survivors when a node's daemon dies: the preempted rank's peer losing it is a
+    consequence; the host whose ranks all vanished is the one to exclude."""
+    records = [rec(0, "preempted", "SIGTERM: stopping at the next step boundary", step=6, time=100.0),
+               rec(1, "preempted", "SIGTERM: stopping at the next step boundary", step=6, time=100.0),
+               rec(2, "lost_peer", "Connection closed by peer", missing_ranks=[0], time=101.0),
+               rec(3, "lost_peer", "Connection closed by peer", missing_ranks=[0], time=101.0)]
+    v = classify(facts(status=9, records=records), spares_left=1, prior_progress=True)
+    assert v.outcome == "bad_host" and v.exclude == ("n2",), v
+    assert records_name_hosts(records, RANK_HOSTS, HOSTS) == ("n2",)

@@ -223,10 +223,25 @@ def setup(
                                 backend=existing.backend if existing is not None else None,
                                 attempt=settings.attempt)
     _runtime, _runtime_settings = runtime, settings
+    _watch_hangs(runtime, settings)
+    from ezpz.failures import preemption
+
+    preemption.install(runtime, grace_s=settings.preempt_grace_s, record=failures.record_event)
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
     hooks.after_setup(runtime)
     return runtime
+
+
+def _watch_hangs(runtime: Runtime, settings: SetupSettings) -> None:
+    """Start the hang watchdog on ``rt.step()``'s clock (:mod:`ezpz.failures.hang_watch`)."""
+    from ezpz.failures import hang_watch
+    from ezpz.launch_env.store import this_host
+    from ezpz.settings import HangSettings
+
+    launch = runtime.plan.launch
+    hang_watch.start(runtime.step_clock, rank=launch.rank, world_size=launch.world_size, host=this_host(launch),
+                     timeout_s=runtime.plan.timeout_s, settings=settings.hang or HangSettings())
 
 
 def _enable_tf32(torch: Any) -> None:
@@ -270,11 +285,16 @@ def _check_autocast(plan: SetupPlan) -> None:
 def teardown() -> None:
     """Destroy the process group ezpz created (an adopted one is left to its owner); forget the runtime.
 
+    After a preemption (``rt.preempted``), it then exits with status 143 (128 + SIGTERM).
+
     With gloo, call it on every rank after its last collective: it first runs a few tiny all-reduces so that
     gloo's worker threads let go of the last ones (:mod:`ezpz.gloo_quiesce`), bounded by a short timeout, and
     skipped while an exception is propagating (peers may then be inside another collective).
     """
     global _runtime, _runtime_settings
+    from ezpz.failures import hang_watch
+
+    hang_watch.stop()  # first: a slow teardown collective is no stalled step
     if _runtime is not None and _runtime.process_group and _runtime.owns_process_group:
         import torch
         import torch.distributed as dist
@@ -290,10 +310,17 @@ def teardown() -> None:
             del os.environ[key]
     _applied_env.clear()
     from ezpz.failures.capture import uninstall as stop_capturing_failures
+    from ezpz.failures.preemption import uninstall as stop_preemption
 
+    stop_preemption()
     stop_capturing_failures()
+    preempted = _runtime is not None and _runtime.preempted
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)
+    if preempted:  # SIGTERM, and the ranks stopped at the agreed step: the status a scheduler expects
+        from ezpz.preemption import PREEMPTED_STATUS
+
+        raise SystemExit(PREEMPTED_STATUS)
 
 
 def _quiesce_gloo(torch: Any, dist: Any) -> None:

@@ -12,6 +12,7 @@ from attrs import field
 from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
 from ezpz.explain import Explanation
 from ezpz.frozen_records import frozen
+from ezpz.preemption import Preemption
 from ezpz.step_clock import StepClock
 from ezpz.torch_private import profiler_enabled
 
@@ -79,6 +80,8 @@ class Runtime:
     _step_mark: Any = field(init=False, repr=False, eq=False)
     step_clock: StepClock = field(init=False, factory=StepClock, repr=False, eq=False)
     """The steps :meth:`step` has ended and the wall time of the recent ones."""
+    preemption: Preemption = field(init=False, factory=Preemption, repr=False, eq=False)
+    """After a SIGTERM: the step every rank stops after (:attr:`preempted`)."""
 
     @_autocast_kwargs.default
     def _make_autocast_kwargs(self) -> dict[str, Any] | None:
@@ -130,12 +133,26 @@ class Runtime:
         Runs the device's step boundary, which its plugin names
         (``explain()["step"]``): on a lazy device (XLA) the step's graph runs
         here; on eager devices there is nothing to flush. Then the step's wall
-        time goes to :attr:`step_clock`. Returns how many steps have ended.
+        time goes to :attr:`step_clock`. After a SIGTERM, the ranks agree here
+        on the step they all stop after (:attr:`preempted`). Returns how many
+        steps have ended.
         """
         mark = self._step_mark
         if mark is not None:
             mark()
-        return self.step_clock.tick()
+        count = self.step_clock.tick()
+        if self.preemption.requested:
+            self.preemption.at_boundary(count)
+        return count
+
+    @property
+    def preempted(self) -> bool:
+        """True once a SIGTERM arrived and this is the step every rank stops after: save a checkpoint, leave the loop.
+
+        ``teardown()`` then exits with status 143 (128 + SIGTERM). A script that
+        goes on instead is ended at its next :meth:`step`, on every rank alike.
+        """
+        return self.preemption.reached
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""

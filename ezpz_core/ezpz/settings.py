@@ -9,8 +9,8 @@ from typing import NamedTuple
 
 from ezpz.errors import ConfigError
 
-__all__ = ["Attempt", "PluginSettings", "SetupSettings", "is_first_rank", "parse_attempt", "parse_bool",
-           "parse_failure_dir", "parse_hook_timeout", "parse_names"]
+__all__ = ["Attempt", "HangSettings", "PluginSettings", "SetupSettings", "is_first_rank", "parse_attempt", "parse_bool",
+           "parse_failure_dir", "parse_hook_timeout", "parse_names", "parse_preempt_grace"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -115,6 +115,10 @@ class SetupSettings(NamedTuple):
     attempt: int = 0
     attempt_from: str = "default (no EZPZ_ATTEMPT or TORCHELASTIC_RESTART_COUNT)"
     failure_dir: str | None = None
+    hang: HangSettings | None = None
+    """The hang-budget policy (``EZPZ_HANG_BUDGET*``); None is the default policy."""
+    preempt_grace_s: float = 20.0
+    """``EZPZ_PREEMPT_GRACE``: seconds from a SIGTERM until a rank that has not ended exits anyway."""
 
     @classmethod
     def resolve(
@@ -164,6 +168,8 @@ class SetupSettings(NamedTuple):
             attempt=attempt.number,
             attempt_from=attempt.source,
             failure_dir=parse_failure_dir(environ),
+            hang=HangSettings.from_environ(environ),
+            preempt_grace_s=parse_preempt_grace(environ),
         )
 
 
@@ -184,6 +190,21 @@ def seconds_in_range(raw: object, name: str, bounds: tuple[float, float], fix: s
     if not (math.isfinite(value) and lo <= value <= hi):
         raise ConfigError(name=name, value=raw, expected=f"a number of seconds from {lo:g} to {hi:g}", fix=fix)
     return value
+
+
+DEFAULT_PREEMPT_GRACE_S = 20.0
+PREEMPT_GRACE_RANGE_S = (1.0, 86400.0)
+
+
+def parse_preempt_grace(environ: Mapping[str, str]) -> float:
+    """``EZPZ_PREEMPT_GRACE``: seconds a SIGTERMed rank has to reach the agreed step and save, within the range."""
+    raw = environ.get("EZPZ_PREEMPT_GRACE", "")
+    if not raw.strip():
+        return DEFAULT_PREEMPT_GRACE_S
+    return seconds_in_range(
+        raw, "EZPZ_PREEMPT_GRACE", PREEMPT_GRACE_RANGE_S,
+        fix="set EZPZ_PREEMPT_GRACE to less than the scheduler's time between SIGTERM and SIGKILL (Slurm's KillWait, "
+            "30 s by default), e.g. 20, or unset it")
 
 
 def parse_hook_timeout(environ: Mapping[str, str]) -> float:
@@ -273,3 +294,64 @@ def parse_compile_request(raw: object, *, name: str) -> str:
                 "turns compiling off)",
         )
     return text
+
+
+DEFAULT_HANG_FACTOR = 10.0
+DEFAULT_HANG_FLOOR_S = 10.0
+DEFAULT_HANG_WARMUP = 20
+HANG_FACTOR_RANGE = (1.0, 1000.0)
+HANG_FLOOR_RANGE_S = (0.5, 7 * 24 * 3600.0)
+HANG_WARMUP_RANGE = (2, 1_000_000)
+
+
+class HangSettings(NamedTuple):
+    """``EZPZ_HANG_BUDGET``, ``EZPZ_HANG_BUDGET_FACTOR``, ``EZPZ_HANG_BUDGET_FLOOR``, ``EZPZ_HANG_BUDGET_WARMUP``."""
+
+    enabled: bool = True
+    factor: float = DEFAULT_HANG_FACTOR
+    floor_s: float = DEFAULT_HANG_FLOOR_S
+    warmup: int = DEFAULT_HANG_WARMUP
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> HangSettings:
+        """Read and check the four variables; :class:`~ezpz.errors.ConfigError` naming a bad one."""
+        enabled = parse_bool(environ, "EZPZ_HANG_BUDGET", default=True)
+        factor = _bounded(environ, "EZPZ_HANG_BUDGET_FACTOR", DEFAULT_HANG_FACTOR, HANG_FACTOR_RANGE,
+                          "a multiple of the recent p99 step time", "e.g. 10")
+        floor_s = _bounded(environ, "EZPZ_HANG_BUDGET_FLOOR", DEFAULT_HANG_FLOOR_S, HANG_FLOOR_RANGE_S,
+                           "a number of seconds", "the shortest budget a step ever gets, e.g. 10")
+        raw = environ.get("EZPZ_HANG_BUDGET_WARMUP", "").strip()
+        warmup = DEFAULT_HANG_WARMUP
+        if raw:
+            lo, hi = HANG_WARMUP_RANGE
+            if not (raw.isascii() and raw.isdigit() and lo <= int(raw) <= hi):
+                raise ConfigError(name="EZPZ_HANG_BUDGET_WARMUP", value=raw,
+                                  expected=f"a whole number of steps from {lo} to {hi}",
+                                  fix=f"set EZPZ_HANG_BUDGET_WARMUP to the steps seen before budgets are learned, "
+                                      f"e.g. {DEFAULT_HANG_WARMUP}")
+            warmup = int(raw)
+        return cls(enabled=enabled, factor=factor, floor_s=floor_s, warmup=warmup)
+
+    def describe(self, timeout_s: float) -> str:
+        """The policy in one line (what ``rt.explain()`` shows)."""
+        if not self.enabled:
+            return f"off (EZPZ_HANG_BUDGET=0): a stalled step waits for EZPZ_TIMEOUT ({timeout_s:g} s)"
+        return (f"after {self.warmup} steps: {self.factor:g} x the recent p99 step time, at least "
+                f"{self.floor_s:g} s, at most EZPZ_TIMEOUT ({timeout_s:g} s); before that EZPZ_TIMEOUT")
+
+
+def _bounded(environ: Mapping[str, str], name: str, default: float, bounds: tuple[float, float], what: str,
+             example: str) -> float:
+    """``environ[name]`` as a finite number within ``bounds`` (``default`` when unset); ConfigError otherwise."""
+    raw = environ.get(name, "")
+    if not raw.strip():
+        return default
+    lo, hi = bounds
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):
+        value = math.nan
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ConfigError(name=name, value=raw, expected=f"{what} from {lo:g} to {hi:g}",
+                          fix=f"set {name} to {example}, or unset it")
+    return value

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ezpz.cli._util import err, jsonable
 from ezpz.errors import ConfigError
-from ezpz.failures.record import read_failures
+from ezpz.failures.record import read_failures, read_failures_verbose
 from ezpz.launch_drivers import LaunchPlan, load, prepare, select
 from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, split_allocation
 from ezpz.launch_drivers.attempt import AttemptResult, Interrupts, run_attempt
@@ -30,7 +30,7 @@ from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
-from ezpz.launch_drivers.retry import AttemptFacts, Verdict, backoff_s, classify, log_hits
+from ezpz.launch_drivers.retry import AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts
 
 __all__ = ["AUTO_RETRY_TIMEOUT_S", "BACKOFF_CAP_S", "default_job_dir", "new_launch_id", "supervise"]
 
@@ -121,7 +121,8 @@ def _say_verdict(k: int, verdict: Verdict) -> None:
 
 def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str, str],
               devices: Callable, describe: Callable[[LaunchPlan], None]) -> int:
-    """Run ``command`` in attempts (see the module docstring); the last attempt's status (130 if interrupted)."""
+    """Run ``command`` in attempts (see the module docstring); the last attempt's status (128 + N if signal N
+    interrupted it: 130 for Ctrl-C, 143 for the scheduler's SIGTERM)."""
     launch_id = new_launch_id()
     job_dir = Path(args.job_dir) if args.job_dir else default_job_dir(launch_id)
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -163,20 +164,26 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             if k == 0:
                 describe(plan)
             err(f"{P}: attempt {k}: running: {plan.command.shell()}")
+            rank_hosts = _rank_hosts(plan)
+            active = plan.layout.allocation.hosts[: plan.layout.nodes]
+            names_host = (lambda: bool(records_name_hosts(read_failures_verbose(fdir)[0], rank_hosts, active))
+                          ) if pool is not None else None
             try:
                 result = run_attempt(plan.command, attempt=k, launch_id=launch_id, environ=env, interrupts=stop,
                                      idle_timeout_s=timeout_s or None, grace_s=args.kill_after,
                                      log_path=adir / "output.log", sink=sink, failure_dir=fdir,
-                                     failure_grace_s=args.failure_grace or None)
+                                     failure_grace_s=args.failure_grace or None, names_host=names_host)
             except OSError as error:
                 err(f"{P}: error: cannot run {plan.command.argv[0]!r}: {error.strerror or error}. "
                     f"Fix: put it on PATH (load your MPI or Slurm module), or pick another with --launcher")
                 return 127
             status = result.status
             records = read_failures(fdir)
-            rank_hosts = _rank_hosts(plan)
             if result.timed_out:
                 _say_timeout(result, records, rank_hosts, timeout_s or 0)
+            if result.ended_on_named_host:
+                err(f"{P}: attempt {k}: the ranks' failure records already name the host to exclude: attempt "
+                    f"ended without waiting for the launcher")
             if result.ended_after_failure:
                 err(f"{P}: attempt {k}: the launcher was still running {args.failure_grace:g} s after the first "
                     f"failure record (--failure-grace): job ended")
@@ -189,7 +196,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
                  "records": [r.to_dict() for r in records]}, indent=1, default=str))
             if stop.stopped:
                 err(f"{P}: interrupted: no more attempts (job directory {job_dir})")
-                return 130
+                return 0 if result.status == 0 else 128 + stop.signum
             if not verdict.retry:
                 return status
             if pool is not None and verdict.exclude:
@@ -201,7 +208,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             err(f"{P}: attempt {k} of at most {limit + 1} in {delay:g} s (exit status so far {status})")
             if not stop.sleep(delay):
                 err(f"{P}: interrupted during the backoff: no more attempts")
-                return 130
+                return 128 + stop.signum
 
 
 def _judge(args: argparse.Namespace, result: AttemptResult, records: list, rank_hosts: dict[int, str],

@@ -79,6 +79,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--test-fail-at-step", type=int, default=0, help="TESTING ONLY: after this step (and its "
                    "checkpoint), --test-fail-rank kills itself with SIGKILL, on attempt 0 only")
     p.add_argument("--test-fail-rank", type=int, default=0, help="TESTING ONLY: the rank --test-fail-at-step kills")
+    p.add_argument("--test-hang-at-step", type=int, default=0, help="TESTING ONLY: after this step, --test-fail-rank "
+                   "stops answering (SIGSTOP to itself), on attempt 0 only")
+    p.add_argument("--test-step-sleep", type=float, default=0.0, help="TESTING ONLY: every rank sleeps this many "
+                   "seconds in every step (a slower step)")
     return p.parse_args(argv)
 
 
@@ -154,6 +158,8 @@ def main(argv: list[str] | None = None) -> dict:
     first_loss = last_loss = float("nan")
     t0 = t_interval = time.perf_counter()
     for step in range(start_step + 1, args.steps + 1):
+        if args.test_step_sleep:
+            time.sleep(args.test_step_sleep)  # TESTING ONLY (--test-step-sleep)
         with rt.range("data"):
             x, y = batch(args.seed, rt.rank, step, args.batch_size, args.seq, args.vocab, rt.device)
         with rt.range("forward"), rt.autocast():
@@ -176,15 +182,23 @@ def main(argv: list[str] | None = None) -> dict:
             say(f"[ezpz] step {step:4d}  loss {last_loss:.4f}  {sps:7.1f} steps/s  "
                 f"{sps * args.batch_size * args.seq * rt.world_size:9.0f} tokens/s")
             t_interval = now
-        if args.checkpoint_dir is not None and rt.is_main and step % args.checkpoint_every == 0:
+        if args.checkpoint_dir is not None and rt.is_main and (step % args.checkpoint_every == 0 or rt.preempted):
             checkpoint.save(args.checkpoint_dir, step, {
                 "model": _unwrap(model).state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
                 "torch_rng": torch.get_rng_state()})
+        if rt.preempted:  # SIGTERM: every rank stops after this step, checkpointed above; teardown() exits 143
+            say(f"[ezpz] preempted: stopped after step {step}"
+                + (f", checkpoint in {args.checkpoint_dir}" if args.checkpoint_dir is not None else ""), flush=True)
+            break
         if step == args.test_fail_at_step and rt.rank == args.test_fail_rank and rt.attempt == 0:
             os.kill(os.getpid(), signal.SIGKILL)  # TESTING ONLY (--test-fail-at-step): a crash nothing can catch
+        if step == args.test_hang_at_step and rt.rank == args.test_fail_rank and rt.attempt == 0:
+            print(f"[ezpz] TESTING: rank {rt.rank} stops answering after step {step} at {time.time():.3f}",
+                  flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)  # TESTING ONLY (--test-hang-at-step): frozen, nothing answers
     rt.synchronize()
     elapsed = time.perf_counter() - t0
-    ran = args.steps - start_step
+    ran = (step if rt.preempted else args.steps) - start_step
     mem = rt.memory_stats()
     report = {
         "device": str(rt.device), "device_type": rt.device_type, "vendor": rt.vendor, "backend": rt.backend,

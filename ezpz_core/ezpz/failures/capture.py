@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # classify/record/signatures load when a rank fails, not on e
     from ezpz.decisions import SetupPlan
     from ezpz.settings import SetupSettings
 
-__all__ = ["ROLL_CALL_GRACE_S", "install", "install_for_setup", "installed", "record_exception", "uninstall"]
+__all__ = ["ROLL_CALL_GRACE_S", "install", "install_for_setup", "installed", "record_event", "record_exception",
+           "uninstall"]
 
 ROLL_CALL_GRACE_S = 5.0
 """How long a failing rank waits for the others to report in, at most (and at most a quarter of the timeout)."""
@@ -56,6 +57,7 @@ class _Capture:
         self.grace_s = min(ROLL_CALL_GRACE_S, max(timeout_s / 4, 0.5))
         self.written: Path | None = None
         self.done = False
+        self.kind = ""
 
     @property
     def signatures(self) -> tuple[FailureSignature, ...]:
@@ -123,9 +125,13 @@ def record_exception(exc: BaseException) -> FailureRecord | None:
     cap: _Capture | None = _state.get("capture")
     if cap is None:
         return None
-    from ezpz.failures.classify import classify_exception
+    from ezpz.failures.classify import Classified, classify_exception
+    from ezpz.failures.preemption import requested
 
     found = classify_exception(exc, cap.signatures)
+    if requested() and found.kind not in ("code_error", "oom"):  # a collective its preempted peers left
+        return _write(cap, Classified("preempted", f"SIGTERM (preemption): the step could not complete: "
+                                      f"{found.first_line}", found.exception_type, "preempted: " + found.how), (), ())
     missing_ranks: tuple[int, ...] = tuple(getattr(exc, "missing_ranks", ()) or ())
     missing_hosts: tuple[str, ...] = ()
     if found.kind in ("timeout", "lost_peer") and cap.world_size > 1:
@@ -152,14 +158,37 @@ def _roll_call(cap: _Capture) -> tuple[tuple[int, ...], tuple[str, ...]]:
     return tuple(missing), tuple(hosts[r] for r in missing if r in hosts)
 
 
-def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missing_hosts: Sequence[str]
-           ) -> FailureRecord:
+def record_event(kind: str, first_line: str, how: str, *, missing_ranks: Sequence[int] = (),
+                 missing_hosts: Sequence[str] = (), step: int | None = None, budget: str = "",
+                 at: float | None = None, replace_kind: str | None = None) -> FailureRecord | None:
+    """Write this rank's record for a failure ezpz itself found (a stalled step, a preemption); log it.
+
+    The first record a rank writes is the one kept: later exceptions (a collective that fails because the
+    watchdog ended a peer) do not replace it, unless it is of ``replace_kind`` (a preemption's record at the
+    signal, completed at the agreed step). ``at``: the record's time (default now). None when not installed.
+    """
+    cap: _Capture | None = _state.get("capture")
+    if cap is None:
+        return None
+    from ezpz.failures.classify import Classified
+
+    if replace_kind is not None and cap.kind == replace_kind:
+        cap.done = False
+    return _write(cap, Classified(kind, first_line, "", how), missing_ranks, missing_hosts, step=step, budget=budget,
+                  at=at)
+
+
+def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missing_hosts: Sequence[str], *,
+           step: int | None = None, budget: str = "", at: float | None = None) -> FailureRecord:
     from ezpz.failures.record import FailureRecord, write_failure
 
     record = FailureRecord(rank=cap.rank, host=cap.host, attempt=cap.attempt, kind=found.kind,
                            first_line=found.first_line, missing_ranks=missing_ranks, missing_hosts=missing_hosts,
-                           exception_type=found.exception_type)
+                           exception_type=found.exception_type, step=step, budget=budget,
+                           **({"time": at} if at is not None else {}))
     where = None
+    if not cap.done:
+        cap.kind = record.kind
     if cap.directory is not None and not cap.done:
         try:
             where = cap.written = write_failure(record, cap.directory)
@@ -171,9 +200,11 @@ def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missi
     if record.missing_ranks:
         hosts = f" on {', '.join(record.missing_hosts)}" if record.missing_hosts else ""
         absent = f"rank(s) {', '.join(map(str, record.missing_ranks[:32]))}{hosts} did not arrive"
+    extra = {"step": record.step, "budget": record.budget} if record.budget else {}
     _log.get_logger("ezpz.failures").error(
         "rank_failed", kind=record.kind, host=record.host, attempt=record.attempt, missing=absent or "none known",
-        error=record.first_line, how=found.how, record=str(where) if where else "not written (EZPZ_FAILURE_DIR unset)")
+        error=record.first_line, how=found.how, **extra,
+        record=str(where) if where else "not written (EZPZ_FAILURE_DIR unset)")
     return record
 
 
@@ -188,6 +219,13 @@ def _excepthook(etype: type[BaseException], value: BaseException, tb: TracebackT
 
 
 def _on_signal(signum: int, _frame: Any) -> None:
+    if signum == signal.SIGTERM:
+        from ezpz.failures import preemption
+
+        # a step loop: stop at the agreed step boundary. Later SIGTERMs change nothing (a launcher and the
+        # scheduler may both send one); EZPZ_PREEMPT_GRACE bounds the rank's end
+        if preemption.requested() or preemption.take_signal("SIGTERM"):
+            return
     cap: _Capture | None = _state.get("capture")
     if cap is not None and not cap.done:
         name = signal.Signals(signum).name

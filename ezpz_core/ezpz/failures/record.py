@@ -24,9 +24,11 @@ from ezpz.frozen_records import frozen
 __all__ = ["KINDS", "MAX_RECORD_BYTES", "FailureRecord", "Skipped", "read_failures", "read_failures_verbose",
            "write_failure"]
 
-KINDS = ("code_error", "lost_peer", "timeout", "oom", "signal")
+KINDS = ("code_error", "lost_peer", "timeout", "oom", "signal", "hang", "preempted")
 """``code_error``: the user's code raised; ``lost_peer``: a peer went away; ``timeout``: a collective or the
-rendezvous ran past ``EZPZ_TIMEOUT``; ``oom``: out of (device or host) memory; ``signal``: SIGTERM/SIGINT."""
+rendezvous ran past ``EZPZ_TIMEOUT``; ``oom``: out of (device or host) memory; ``signal``: SIGTERM/SIGINT;
+``hang``: a training step ran past its hang budget (:mod:`ezpz.hang_budget`); ``preempted``: SIGTERM, and the
+ranks stopped after an agreed step (:mod:`ezpz.failures.preemption`)."""
 MAX_RECORD_BYTES = 64 * 1024
 _MAX_LINE = 500
 _MAX_PEERS = 4096
@@ -62,6 +64,10 @@ class FailureRecord:
     missing_ranks: tuple[int, ...] = field(default=(), converter=lambda v: tuple(sorted(int(r) for r in v)))
     missing_hosts: tuple[str, ...] = field(default=(), converter=lambda v: tuple(sorted({str(h) for h in v})))
     exception_type: str = ""
+    step: int | None = None
+    """The training step (``rt.step()`` count + 1) the rank was in, when known (``hang``, ``preempted``)."""
+    budget: str = field(default="", converter=_line)
+    """For ``hang``: the budget in force and how it was derived."""
     pid: int = field(factory=os.getpid, validator=_non_negative)
     time: float = field(factory=time.time)
 
@@ -69,7 +75,7 @@ class FailureRecord:
         return {"rank": self.rank, "host": self.host, "attempt": self.attempt, "kind": self.kind,
                 "first_line": self.first_line, "missing_ranks": list(self.missing_ranks),
                 "missing_hosts": list(self.missing_hosts), "exception_type": self.exception_type,
-                "pid": self.pid, "time": self.time}
+                "step": self.step, "budget": self.budget, "pid": self.pid, "time": self.time}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FailureRecord:
@@ -94,7 +100,13 @@ class FailureRecord:
         etype = data.get("exception_type", "")
         if not isinstance(etype, str):
             raise TypeError("field 'exception_type' is not a string")
-        return cls(missing_ranks=ranks, missing_hosts=hosts, exception_type=etype[:200], **kw)
+        step, budget = data.get("step"), data.get("budget", "")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+            raise TypeError("field 'step' is not a non-negative integer or null")
+        if not isinstance(budget, str):
+            raise TypeError("field 'budget' is not a string")
+        return cls(missing_ranks=ranks, missing_hosts=hosts, exception_type=etype[:200], step=step, budget=budget,
+                   **kw)
 
 
 def write_failure(record: FailureRecord, directory: str | os.PathLike[str]) -> Path:

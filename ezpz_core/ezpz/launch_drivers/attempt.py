@@ -11,6 +11,10 @@ Once a rank has written a failure record (``failure_dir``), the launcher has
 ``failure_grace_s`` seconds to end the job itself; a launcher still waiting
 then (Open MPI aborting towards a node it can no longer reach) is ended the
 same way, so a failure the ranks already named does not wait for the watchdog.
+Sooner still, when ``names_host`` (asked once a second while records exist)
+says the records already name a host to exclude, the attempt is ended
+:data:`SETTLE_S` seconds later (for the other ranks' records to land): the
+launcher would only be waiting for the lost node.
 
 Interrupts are handled by :class:`Interrupts` (one for the whole retry loop):
 the first SIGINT/SIGTERM/SIGHUP is forwarded to the job's group and stops the
@@ -26,7 +30,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -39,7 +43,7 @@ from ezpz.launch_drivers.base import Command
 from ezpz.launch_drivers.marked import marked_processes
 from ezpz.launch_drivers.run import exit_code
 
-__all__ = ["TIMEOUT_STATUS", "AttemptResult", "Interrupts", "PROGRESS", "run_attempt"]
+__all__ = ["SETTLE_S", "TIMEOUT_STATUS", "AttemptResult", "Interrupts", "PROGRESS", "run_attempt"]
 
 TIMEOUT_STATUS = 124
 """The status of an attempt the watchdog ended (GNU ``timeout``'s)."""
@@ -48,6 +52,8 @@ PROGRESS = re.compile(rb"\bstep[ =:]+\s*\d+", re.IGNORECASE)
 """A training-step line (``step=5``, ``[ezpz] step    5``): the attempt got past start-up."""
 
 _STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SETTLE_S = 2.0
+"""After the records first name a host: how long the other ranks get to write theirs before the attempt ends."""
 
 
 @frozen(kw_only=True)
@@ -65,6 +71,8 @@ class AttemptResult:
     """Ranks (on this host) still running when the watchdog fired: the silent ones."""
     ended_after_failure: bool = False
     """The launcher was still running ``failure_grace_s`` after the first failure record, and was ended."""
+    ended_on_named_host: bool = False
+    """The records named a host (``names_host``), and the attempt was ended without waiting for the launcher."""
     log: Path | None = None
 
 
@@ -180,7 +188,8 @@ def _end_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
 def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapping[str, str],
                 interrupts: Interrupts, idle_timeout_s: float | None = None, grace_s: float = 10.0,
                 log_path: Path | None = None, sink: IO[bytes] | None = None, failure_dir: Path | None = None,
-                failure_grace_s: float | None = None) -> AttemptResult:
+                failure_grace_s: float | None = None, names_host: Callable[[], bool] | None = None
+                ) -> AttemptResult:
     """Run ``command`` once (raises OSError if it cannot start); see the module docstring."""
     env = dict(environ)
     env.update(command.env)
@@ -199,8 +208,9 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         pump = _Pump(read_fd, sink, log)
         pump.start()
         interrupts.group = proc.pid
-        timed_out, idle, alive, after_failure = False, 0.0, (), False
+        timed_out, idle, alive, after_failure, on_named = False, 0.0, (), False, False
         first_record: float | None = None
+        named_at: float | None = None
         next_look = 0.0
         try:
             while proc.poll() is None:
@@ -208,14 +218,19 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                     interrupts.wake.clear()
                 now = time.monotonic()
                 idle = now - pump.last
-                if failure_dir is not None and failure_grace_s is not None and first_record is None \
-                        and now >= next_look:
+                if failure_dir is not None and now >= next_look and (first_record is None or named_at is None):
                     next_look = now + 1.0
-                    if _has_record(failure_dir):
+                    if first_record is None and _has_record(failure_dir):
                         first_record = now
+                    if first_record is not None and names_host is not None and named_at is None and names_host():
+                        named_at = now
                 if interrupts.stopped and now - interrupts.first_at > grace_s:
                     _end_group(proc, 0.0)
-                elif first_record is not None and now - first_record > (failure_grace_s or 0.0):
+                elif named_at is not None and now - named_at > SETTLE_S:
+                    on_named = True
+                    _end_group(proc, grace_s)
+                elif first_record is not None and failure_grace_s is not None \
+                        and now - first_record > failure_grace_s:
                     after_failure = True
                     _end_group(proc, grace_s)
                 elif not interrupts.stopped and idle_timeout_s and idle >= idle_timeout_s:
@@ -228,14 +243,14 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                 _end_group(proc, 0.0)
             proc.wait()
             interrupts.group = None
-            if timed_out or after_failure:
+            if timed_out or after_failure or on_named:
                 _kill_marked(launch_id, attempt)
             pump.join(timeout=10.0)
         status = TIMEOUT_STATUS if timed_out else exit_code(proc.returncode)
         return AttemptResult(attempt=attempt, status=status, timed_out=timed_out, interrupted=interrupts.stopped,
                              idle_s=round(idle, 1), wall_s=round(time.monotonic() - started, 1),
                              progress=pump.progress, alive_ranks=alive, ended_after_failure=after_failure,
-                             log=log_path)
+                             ended_on_named_host=on_named, log=log_path)
     finally:
         if log is not None:
             log.close()

@@ -14,9 +14,11 @@ Termination matrix (first row that applies wins):
 outcome               when                                                  then
 ====================  ====================================================  ===========================
 success               status 0                                              stop, 0
+preempted             ranks recorded ``preempted`` (SIGTERM, stopped at an   stop if ``ezpz launch`` got the
+                      agreed step), none a code error, no host named        signal too, else retry, same hosts
 interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
 code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
-bad_host              records name hosts (missing ranks), or the launcher   exclude, swap in spares
+bad_host              records name hosts (missing ranks, a hang roll call), or the launcher   exclude, swap in spares
                       names the first rank to fail on a host that left no
                       record (accusations against other silent hosts are
                       then its abort's doing), or the one host whose ranks
@@ -43,9 +45,9 @@ from ezpz.failures.signatures import FailureSignature
 from ezpz.frozen_records import frozen
 from ezpz.launch_drivers.first_failure import FirstFailure
 
-__all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits"]
+__all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits", "records_name_hosts"]
 
-OUTCOMES = ("success", "interrupted", "code_error", "bad_host", "exhausted", "walltime", "stuck", "hang",
+OUTCOMES = ("success", "preempted", "interrupted", "code_error", "bad_host", "exhausted", "walltime", "stuck", "hang",
             "unknown", "limit")
 WALLTIME_STATUS = 143
 
@@ -127,7 +129,7 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     accusers: dict[str, set[str]] = {}  # host -> the hosts whose ranks named it
     set_aside: list[tuple[str, str]] = []
     active = set(facts.hosts)
-    peers = [r for r in facts.records if r.kind in ("lost_peer", "timeout")]
+    peers = [r for r in facts.records if r.kind in ("lost_peer", "timeout", "hang")]
     wrote = {_host(facts, r.rank) or r.host for r in facts.records}
     origin = facts.first_failure
     if origin is not None and (origin.host not in active or origin.host in wrote):
@@ -147,7 +149,7 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
 
     # a peer told to stop (SIGTERM, by the launcher reacting to another rank) before this rank lost it is a
     # consequence of the failure, not its cause
-    stopped = {r.rank: r.time for r in facts.records if r.kind == "signal"}
+    stopped = {r.rank: r.time for r in facts.records if r.kind in ("signal", "preempted")}
     for r in peers:
         where = _host(facts, r.rank) or r.host
         for m in r.missing_ranks:
@@ -200,15 +202,47 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     return blamed, set_aside
 
 
+def records_name_hosts(records: Sequence[FailureRecord], rank_hosts: Mapping[int, str], hosts: Sequence[str]
+                       ) -> tuple[str, ...]:
+    """The hosts the records of a still-running attempt already blame (peers naming the ranks that did not answer).
+
+    Only lost-peer, timeout and hang records count, and none while a rank recorded a code error. ``ezpz launch``
+    ends the attempt once this is not empty, instead of waiting for the launcher to give up on the lost node.
+    """
+    if not any(r.kind in ("lost_peer", "timeout", "hang") for r in records) or \
+            any(r.kind in ("code_error", "oom") for r in records):
+        return ()
+    blamed, _ = _blame(AttemptFacts(attempt=0, status=1, hosts=hosts, rank_hosts=rank_hosts, records=records))
+    return tuple(blamed)
+
+
+def _preempted(facts: AttemptFacts, preempted: list[FailureRecord], *, retry: bool) -> Verdict:
+    steps = sorted({r.step for r in preempted if r.step is not None})
+    at = f" after step {steps[-1]}" if steps else ""
+    evidence = tuple(f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded preempted: {r.first_line}"
+                     for r in preempted[:8])
+    rejected = [("bad_host", "a preemption (SIGTERM) is the scheduler's, not a host's: no host is blamed")]
+    if not retry:
+        return Verdict(outcome="preempted", retry=False, evidence=evidence, rejected=rejected,
+                       reason=f"SIGTERM reached ezpz launch and {len(preempted)} rank(s) stopped{at}: the "
+                              f"allocation is ending; the next run resumes from the job's checkpoint")
+    return Verdict(outcome="preempted", retry=True, evidence=evidence, rejected=rejected,
+                   reason=f"{len(preempted)} rank(s) got SIGTERM and stopped{at} (ezpz launch did not), and "
+                          f"nothing names a host: the same hosts run again, resuming from the job's checkpoint")
+
+
 def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | None = None,
              attempts_left: int | None = None) -> Verdict:
     """The verdict on one attempt (see the module's termination matrix). Pure: no I/O."""
     rejected: list[tuple[str, str]] = []
     if facts.status == 0 and not facts.timed_out:
         return Verdict(outcome="success", retry=False, reason="the job exited 0")
-    if facts.interrupted:
-        return Verdict(outcome="interrupted", retry=False, reason="interrupted: the loop stops at once")
+    preempted = [r for r in facts.records if r.kind == "preempted"]
     code = [r for r in facts.records if r.kind in ("code_error", "oom")]
+    if facts.interrupted:
+        if preempted and not code:
+            return _preempted(facts, preempted, retry=False)
+        return Verdict(outcome="interrupted", retry=False, reason="interrupted: the loop stops at once")
     if code:
         ranks = sorted({r.rank for r in code})
         first = code[0]
@@ -234,6 +268,8 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
                            reason=f"bad host(s) {', '.join(hosts)} but only {spares_left} spare(s) left")
         return Verdict(outcome="bad_host", retry=True, exclude=hosts, evidence=evidence, rejected=rejected,
                        reason=f"bad host(s) {', '.join(hosts)}: excluded, {len(hosts)} spare(s) swapped in")
+    if preempted:  # SIGTERM to the ranks alone, and nothing names a host
+        return _preempted(facts, preempted, retry=True)
     rejected.append(("bad_host", "no record, vanished host or host-blaming log signature names a host"))
     if facts.status == WALLTIME_STATUS and not facts.timed_out and not facts.records:
         return Verdict(outcome="walltime", retry=False, rejected=rejected,

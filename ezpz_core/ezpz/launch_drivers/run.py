@@ -4,7 +4,9 @@ The child runs in our process group, so a Ctrl-C typed at the terminal reaches
 it directly (and is not sent twice); a signal sent to ezpz alone (the
 scheduler's SIGTERM, ``kill -INT``) is forwarded. A second SIGINT/SIGTERM/SIGHUP
 terminates the launcher, a third kills it and every process it started, and so
-does still running ``grace_s`` seconds after the first.
+does still running ``grace_s`` seconds after the first. A job that a stop
+signal ended without success exits ``128 + N`` for the first signal N (143
+for the scheduler's SIGTERM), whatever status the launcher chose (torchrun's is 1).
 """
 
 from __future__ import annotations
@@ -80,12 +82,12 @@ def run(command: Command, *, environ: Mapping[str, str] | None = None, grace_s: 
     sys.stdout.flush()
     sys.stderr.flush()
     proc = subprocess.Popen(command.argv, env=env, stdout=stdout)
-    state = {"count": 0, "since": 0.0}
+    state = {"count": 0, "since": 0.0, "signum": 0}
 
     def on_stop(signum: int, _frame: FrameType | None) -> None:
         state["count"] += 1
         if state["count"] == 1:
-            state["since"] = time.monotonic()
+            state["since"], state["signum"] = time.monotonic(), signum
             if not _terminal_sent(signum):
                 proc.send_signal(signum)
         elif state["count"] == 2:
@@ -101,7 +103,8 @@ def run(command: Command, *, environ: Mapping[str, str] | None = None, grace_s: 
     try:
         while True:
             try:
-                return exit_code(proc.wait(timeout=0.2))
+                status = exit_code(proc.wait(timeout=0.2))
+                return 128 + int(state["signum"]) if state["count"] and status else status
             except subprocess.TimeoutExpired:
                 if state["count"] and time.monotonic() - state["since"] > grace_s:
                     _kill_tree(proc)

@@ -153,6 +153,18 @@ def _step_decision(plan: SetupPlan) -> tuple[Decision, ...]:
                      "counts and times the step (no device call)", reason=step.reason),)
 
 
+def _hang_decision(settings: SetupSettings, timeout_s: float) -> Decision:
+    """The hang-budget policy in force (the learned value is in a ``hang`` failure record, when one is written)."""
+    from ezpz.settings import HangSettings
+
+    hang = settings.hang or HangSettings()
+    chosen = (f"learned: {hang.factor:g} x p99, floor {hang.floor_s:g}s, after {hang.warmup} steps" if hang.enabled
+              else f"off: EZPZ_TIMEOUT {timeout_s:g}s")
+    return Decision(topic="hang_budget", chosen=chosen, reason=hang.describe(timeout_s),
+                    details={"watchdog": "a daemon thread per rank reads rt.step()'s clock; a step past its budget is "
+                                         "named in a 'hang' failure record (ezpz.failures.hang_watch)"})
+
+
 def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mapping[str, object], ...] = ()) -> Explanation:
     launch, dev, cand = plan.launch, plan.device, plan.device.candidate
     launch_details = {k: f"{getattr(launch, k)} (from {v})" for k, v in launch.sources.items()}
@@ -185,6 +197,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
         *_compile_decision(plan),
         *_step_decision(plan),
         Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
+        _hang_decision(settings, plan.timeout_s),
         Decision(topic="attempt", chosen=str(settings.attempt), reason=f"from {settings.attempt_from}",
                  details={"failure records": settings.failure_dir or "not written (EZPZ_FAILURE_DIR unset)"}),
     )
