@@ -198,15 +198,28 @@ def setup(
     if adopted is not None:
         explanation = attrs.evolve(explanation, decisions=(*explanation.decisions, adopted))
     launch = the_plan.launch
-    runtime = Runtime.from_plan(the_plan, explanation, process_group=launch.distributed or existing is not None,
+    process_group = launch.distributed or existing is not None
+    runtime = Runtime.from_plan(the_plan, explanation, process_group=process_group,
                                 owns_process_group=existing is None,
                                 backend=existing.backend if existing is not None else None,
-                                attempt=settings.attempt)
+                                attempt=settings.attempt,
+                                stragglers=_straggler_watch(settings, launch) if process_group else None)
     _runtime, _runtime_settings = runtime, settings
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
     hooks.after_setup(runtime)
     return runtime
+
+
+def _straggler_watch(settings: SetupSettings, launch: Any) -> Any:
+    """The straggler exchange ``rt.step()`` runs (``EZPZ_STRAGGLER_EVERY``), or None when off or one rank."""
+    opts = settings.stragglers
+    if opts is None or opts.every == 0 or launch.world_size < 2:
+        return None
+    from ezpz.straggler_watch import StragglerWatch
+
+    return StragglerWatch(rank=launch.rank, world_size=launch.world_size, every=opts.every, factor=opts.factor,
+                          report_dir=settings.failure_dir, attempt=settings.attempt)
 
 
 def _enable_tf32(torch: Any) -> None:
