@@ -89,3 +89,42 @@ def test_the_watch_reports_every_n_steps_and_rank_0_writes_the_json(tmp_path):
     data = json.loads((tmp_path / REPORT_NAME).read_text())
     assert data["consecutive"] == {"n2": 2} and [h["step"] for h in data["history"]] == [4, 8]
     assert sent[1]["steps"] == 4 and sent[1]["sections"] == {}  # only the steps since the last report
+
+
+class _Event:
+    """A recorded device event: ``elapsed_time`` in milliseconds, as torch's events answer."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock, self.at, self.synced = clock, None, False
+
+    def record(self) -> None:
+        self.at = self.clock[0]
+
+    def synchronize(self) -> None:
+        self.synced = True
+
+    def elapsed_time(self, end: "_Event") -> float:
+        return (end.at - self.at) * 1e3
+
+
+def test_the_device_timer_gives_the_mean_device_step_time_between_reports_and_a_broken_one_falls_back():
+    clock, made = [0.0], []
+
+    def new_event():
+        made.append(_Event(clock))
+        return made[-1]
+
+    watch = StragglerWatch(rank=0, world_size=1, every=10, factor=1.5, report_dir=None, host="n0",
+                           gather=lambda mine: [mine], new_event=new_event, timer="cuda events")
+    assert watch.report(10, (0.05,) * 9).stragglers == () and len(made) == 1  # the first report starts the timer
+    clock[0] = 0.4  # 10 steps of 40 ms on the device
+    sent = watch.report(20, (0.05,) * 19)
+    assert made[-1].synced and watch._history[-1]["device_s"]["0"] == pytest.approx(0.04)
+
+    def broken():
+        raise RuntimeError("no events here")
+
+    watch = StragglerWatch(rank=0, world_size=1, every=10, factor=1.5, report_dir=None, host="n0",
+                           gather=lambda mine: [mine], new_event=broken)
+    watch.report(10, (0.05,) * 9)
+    assert watch._new_event is None and "device_s" not in watch._history[-1] and sent is not None

@@ -203,7 +203,7 @@ def setup(
                                 owns_process_group=existing is None,
                                 backend=existing.backend if existing is not None else None,
                                 attempt=settings.attempt,
-                                stragglers=_straggler_watch(settings, launch) if process_group else None)
+                                stragglers=_straggler_watch(settings, the_plan) if process_group else None)
     _runtime, _runtime_settings = runtime, settings
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
@@ -211,15 +211,16 @@ def setup(
     return runtime
 
 
-def _straggler_watch(settings: SetupSettings, launch: Any) -> Any:
+def _straggler_watch(settings: SetupSettings, plan: Any) -> Any:
     """The straggler exchange ``rt.step()`` runs (``EZPZ_STRAGGLER_EVERY``), or None when off or one rank."""
-    opts = settings.stragglers
+    opts, launch, profiling = settings.stragglers, plan.launch, plan.profiling
     if opts is None or opts.every == 0 or launch.world_size < 2:
         return None
     from ezpz.straggler_watch import StragglerWatch
 
     return StragglerWatch(rank=launch.rank, world_size=launch.world_size, every=opts.every, factor=opts.factor,
-                          report_dir=settings.failure_dir, attempt=settings.attempt)
+                          report_dir=settings.failure_dir, attempt=settings.attempt,
+                          new_event=profiling.new_event, timer=profiling.timer)
 
 
 def _enable_tf32(torch: Any) -> None:

@@ -36,12 +36,14 @@ class StragglerWatch:
     """One rank's side of straggler detection: section times, the exchange, the report."""
 
     def __init__(self, *, rank: int, world_size: int, every: int, factor: float, report_dir: str | None,
-                 attempt: int = 0, host: str | None = None, gather: Any = None) -> None:
+                 attempt: int = 0, host: str | None = None, gather: Any = None, new_event: Any = None,
+                 timer: str = "wall clock") -> None:
         self.rank, self.world_size, self.every, self.factor = rank, world_size, every, factor
         self.attempt = attempt
         self.host = host or socket.gethostname()
         self.report_dir = Path(report_dir) if report_dir else None
         self._gather = gather
+        self._new_event, self.timer, self._event = new_event, timer, None
         self._sections: dict[str, list[float]] = defaultdict(list)
         self._own_best: dict[int, float] = {}
         self._history: list[dict[str, Any]] = []
@@ -64,7 +66,8 @@ class StragglerWatch:
         window = recent[len(recent) - steps:] if steps > 0 else ()
         mine = RankTimes(rank=self.rank, host=self.host, step=count,
                          step_s=statistics.median(window) if window else 0.0, steps=len(window),
-                         sections={n: statistics.median(v) for n, v in self._sections.items() if v})
+                         sections={n: statistics.median(v) for n, v in self._sections.items() if v},
+                         device_s=self._device_step_s(steps))
         self._sections.clear()
         gathered = self._exchange(mine)
         report = score(gathered, factor=self.factor, own_best=self._own_best)
@@ -78,6 +81,24 @@ class StragglerWatch:
             self._publish(gathered, report)
         return report
 
+    def _device_step_s(self, steps: int) -> float | None:
+        """The device timer's mean step time since the last report: one event per report, synchronised here."""
+        if self._new_event is None:
+            return None
+        try:
+            end = self._new_event()
+            end.record()
+            start, self._event = self._event, end
+            if start is None or steps <= 0:
+                return None
+            end.synchronize()
+            return max(0.0, start.elapsed_time(end) / 1e3 / steps)  # elapsed_time is in milliseconds
+        except Exception as error:  # a broken device timer must not end training: the wall clock remains
+            log.warning("device_timer_failed", timer=self.timer, error=f"{type(error).__name__}: {error}",
+                        fallback="wall clock only")
+            self._new_event = self._event = None
+            return None
+
     def _exchange(self, mine: RankTimes) -> list[RankTimes]:
         if self._gather is not None:
             return [RankTimes.from_dict(d) for d in self._gather(mine.to_dict())]
@@ -88,8 +109,11 @@ class StragglerWatch:
         return [RankTimes.from_dict(d) for d in out]
 
     def _remember(self, gathered: list[RankTimes], report: StragglerReport) -> None:
-        self._history.append({"step": report.step, "step_s": {str(t.rank): t.step_s for t in gathered},
-                              "work_s": {str(t.rank): t.work_s for t in gathered}})
+        entry: dict[str, Any] = {"step": report.step, "step_s": {str(t.rank): t.step_s for t in gathered},
+                                 "work_s": {str(t.rank): t.work_s for t in gathered}}
+        if any(t.device_s is not None for t in gathered):
+            entry["device_s"] = {str(t.rank): t.device_s for t in gathered}
+        self._history.append(entry)
         del self._history[:-_MAX_HISTORY]
         slow = set(report.straggler_hosts)
         self._consecutive = {h: self._consecutive.get(h, 0) + 1 for h in slow}
@@ -103,7 +127,7 @@ class StragglerWatch:
         if self.report_dir is None:
             return
         data = {"version": 1, "attempt": self.attempt, "time": time.time(), "every": self.every,
-                "factor": self.factor, "report": report.to_dict(),
+                "factor": self.factor, "timer": self.timer, "report": report.to_dict(),
                 "hosts": {str(t.rank): t.host for t in gathered},
                 "consecutive": dict(self._consecutive), "history": self._history}
         try:

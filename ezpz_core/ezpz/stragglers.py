@@ -48,6 +48,8 @@ class RankTimes:
     steps: int = 0
     """How many step times the median is over."""
     sections: Mapping[str, float] = field(factory=dict, converter=_sections)
+    device_s: float | None = None
+    """The device timer's mean step time over the same steps (CUDA/HIP/XPU events); None on the wall clock."""
 
     @property
     def work_s(self) -> float:
@@ -56,12 +58,13 @@ class RankTimes:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "host": self.host, "step": self.step, "step_s": self.step_s, "steps": self.steps,
-                "sections": dict(self.sections)}
+                "sections": dict(self.sections), "device_s": self.device_s}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RankTimes:
         return cls(rank=int(data["rank"]), host=str(data["host"]), step=int(data["step"]),
-                   step_s=data["step_s"], steps=int(data.get("steps", 0)), sections=data.get("sections") or {})
+                   step_s=data["step_s"], steps=int(data.get("steps", 0)), sections=data.get("sections") or {},
+                   device_s=None if data.get("device_s") is None else _seconds(data["device_s"]))
 
 
 @frozen(kw_only=True)

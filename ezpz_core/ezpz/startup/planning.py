@@ -159,7 +159,8 @@ def _straggler_decision(plan: SetupPlan, settings: SetupSettings) -> tuple[Decis
     else:
         chosen = f"every {opts.every} steps, slow = {opts.factor:g}x the median step"
         reason = (f"from {opts.source}: rt.step() all-gathers each rank's recent step and section times; "
-                  f"report {'in ' + settings.failure_dir if settings.failure_dir else 'in the log only'}")
+                  f"report {'in ' + settings.failure_dir if settings.failure_dir else 'in the log only'}; "
+                  f"device timer {plan.profiling.timer} ({plan.profiling.timer_reason})")
     return (Decision(topic="stragglers", chosen=chosen, reason=reason),)
 
 
