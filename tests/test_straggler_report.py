@@ -10,7 +10,7 @@ from ezpz.launch_drivers.straggler_report import (ReportFollower, chart_lines, c
 from ezpz.stragglers import RankTimes, score
 
 
-def _data(slow_rank=2, reports=3, host_of=lambda r: f"node-{r // 2}", consecutive=None):
+def _data(slow_rank=2, reports=3, host_of=lambda r: f"node-{r // 2}", consecutive=None, consecutive_ranks=None):
     history = []
     for i in range(reports):
         history.append({"step": 25 * (i + 1), "step_s": {str(r): 0.25 for r in range(4)},
@@ -20,6 +20,7 @@ def _data(slow_rank=2, reports=3, host_of=lambda r: f"node-{r // 2}", consecutiv
     report = score(times, factor=1.5)
     return {"version": 1, "report": report.to_dict(), "hosts": {str(r): host_of(r) for r in range(4)},
             "consecutive": consecutive if consecutive is not None else {host_of(slow_rank): reports},
+            "consecutive_ranks": consecutive_ranks if consecutive_ranks is not None else {str(slow_rank): reports},
             "history": history}
 
 
@@ -56,23 +57,25 @@ def test_the_svg_is_well_formed_with_one_line_per_rank_and_the_straggler_in_red(
 
 
 def test_replacement_after_m_consecutive_reports_with_a_spare_only():
-    data = _data(consecutive={"node-1": 3})
-    verdict = replacement_verdict(data, after=3, active=["node-0", "node-1.cluster"], spares_left=1)
-    assert verdict.outcome == "straggler" and verdict.retry and verdict.exclude == ("node-1.cluster",)
-    assert "3 consecutive reports (--replace-stragglers 3)" in verdict.evidence[0]
-    assert replacement_verdict(data, after=4, active=["node-0", "node-1"], spares_left=1) is None
-    assert replacement_verdict(data, after=3, active=["node-0", "node-1"], spares_left=0) is None
-    assert replacement_verdict(data, after=3, active=["node-0"], spares_left=1) is None
+    data = _data(consecutive_ranks={"2": 3})
+    placed = {0: "10.0.0.1", 1: "10.0.0.1", 2: "10.0.0.2", 3: "10.0.0.2"}  # the launch's own host names
+    verdict = replacement_verdict(data, after=3, rank_hosts=placed, spares_left=1)
+    assert verdict.outcome == "straggler" and verdict.retry and verdict.exclude == ("10.0.0.2",)
+    assert "rank 2 on host 10.0.0.2 (it calls itself node-1): a straggler in 3 consecutive reports" in verdict.evidence[0]
+    assert replacement_verdict(data, after=4, rank_hosts=placed, spares_left=1) is None
+    assert replacement_verdict(data, after=3, rank_hosts=placed, spares_left=0) is None
+    assert replacement_verdict(data, after=3, rank_hosts={0: "a", 1: "b"}, spares_left=1) is None
 
 
 def test_the_follower_says_changes_once_and_asks_to_end_when_replacement_is_due(tmp_path):
     path, said = tmp_path / "stragglers.json", []
-    follower = ReportFollower(path, said.append, replace_after=2, active=["node-0", "node-1"], spares_left=1)
+    follower = ReportFollower(path, said.append, replace_after=2, rank_hosts={r: f"h{r}" for r in range(4)},
+                              spares_left=1)
     assert follower.poll() is False and said == []
-    path.write_text(json.dumps(_data(consecutive={"node-1": 1})))
+    path.write_text(json.dumps(_data(consecutive_ranks={"2": 1})))
     assert follower.poll() is False and len(said) == 2
-    path.write_text(json.dumps(_data(consecutive={"node-1": 1})) + " ")  # a new report, the same stragglers
+    path.write_text(json.dumps(_data(consecutive_ranks={"2": 1})) + " ")  # a new report, the same stragglers
     follower.poll()
     assert len(said) == 2
-    path.write_text(json.dumps(_data(consecutive={"node-1": 2})) + "  ")
-    assert follower.poll() is True and follower.replace.exclude == ("node-1",)
+    path.write_text(json.dumps(_data(consecutive_ranks={"2": 2})) + "  ")
+    assert follower.poll() is True and follower.replace.exclude == ("h2",)

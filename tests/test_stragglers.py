@@ -88,6 +88,7 @@ def test_the_watch_reports_every_n_steps_and_rank_0_writes_the_json(tmp_path):
     watch.report(8, (0.05,) * 7)
     data = json.loads((tmp_path / REPORT_NAME).read_text())
     assert data["consecutive"] == {"n2": 2} and [h["step"] for h in data["history"]] == [4, 8]
+    assert data["consecutive_ranks"] == {"2": 2}
     assert sent[1]["steps"] == 4 and sent[1]["sections"] == {}  # only the steps since the last report
 
 

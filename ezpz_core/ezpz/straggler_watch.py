@@ -48,6 +48,7 @@ class StragglerWatch:
         self._own_best: dict[int, float] = {}
         self._history: list[dict[str, Any]] = []
         self._consecutive: dict[str, int] = {}
+        self._consecutive_ranks: dict[int, int] = {}
         self._last_count = 0
         self.last: StragglerReport | None = None
 
@@ -117,6 +118,8 @@ class StragglerWatch:
         del self._history[:-_MAX_HISTORY]
         slow = set(report.straggler_hosts)
         self._consecutive = {h: self._consecutive.get(h, 0) + 1 for h in slow}
+        ranks = {s.rank for s in report.stragglers}
+        self._consecutive_ranks = {r: self._consecutive_ranks.get(r, 0) + 1 for r in ranks}
 
     def _publish(self, gathered: list[RankTimes], report: StragglerReport) -> None:
         if report.stragglers:
@@ -129,7 +132,9 @@ class StragglerWatch:
         data = {"version": 1, "attempt": self.attempt, "time": time.time(), "every": self.every,
                 "factor": self.factor, "timer": self.timer, "report": report.to_dict(),
                 "hosts": {str(t.rank): t.host for t in gathered},
-                "consecutive": dict(self._consecutive), "history": self._history}
+                "consecutive": dict(self._consecutive),
+                "consecutive_ranks": {str(r): n for r, n in self._consecutive_ranks.items()},
+                "history": self._history}
         try:
             self.report_dir.mkdir(parents=True, exist_ok=True)
             write_json_atomically(self.report_dir / REPORT_NAME, data)

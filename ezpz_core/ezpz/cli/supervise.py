@@ -182,7 +182,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             err(f"{P}: attempt {k}: running: {plan.command.shell()}")
             follower = ReportFollower(fdir / REPORT_NAME, lambda line, k=k: err(f"{P}: attempt {k}: {line}"),
                                       replace_after=getattr(args, "replace_stragglers", None) if pool and k < limit else None,
-                                      active=pool.active if pool else (), spares_left=len(pool.spares) if pool else 0)
+                                      rank_hosts=_rank_hosts(plan), spares_left=len(pool.spares) if pool else 0)
             try:
                 result = run_attempt(plan.command, attempt=k, launch_id=launch_id, environ=env, interrupts=stop,
                                      idle_timeout_s=timeout_s or None, grace_s=args.kill_after,

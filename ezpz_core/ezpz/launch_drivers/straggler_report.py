@@ -154,24 +154,28 @@ def chart_svg(data: Mapping[str, Any], title: str = "ezpz: step time per rank") 
     return "\n".join(out)
 
 
-def _same_host(a: str, b: str) -> bool:
-    return a == b or a.split(".")[0] == b.split(".")[0]
+def replacement_verdict(data: Mapping[str, Any], *, after: int, rank_hosts: Mapping[int, str],
+                        spares_left: int) -> Verdict | None:
+    """``--replace-stragglers M``: the hosts with a rank that was a straggler in ``after`` consecutive reports.
 
-
-def replacement_verdict(data: Mapping[str, Any], *, after: int, active: Sequence[str], spares_left: int) -> \
-        Verdict | None:
-    """``--replace-stragglers M``: the hosts a straggler in ``after`` consecutive reports, to end and replace.
-
-    Pure. None when no host has reached ``after`` reports, when the host is not
-    one of ``active`` (the report's host name is matched by its short name too),
-    or when there are fewer spares than such hosts (a slow host is better than none).
+    Pure. Ranks are mapped to hosts by the launch's own placement (``rank_hosts``),
+    not by the name a rank's machine gives itself, so the host is the one the
+    hostfile names. None when no rank has reached ``after`` reports, or when
+    there are fewer spares than such hosts (a slow host is better than none).
     """
-    counts = {str(h): int(n) for h, n in (data.get("consecutive") or {}).items() if isinstance(n, int)}
-    due = [a for a in active if any(_same_host(a, h) and n >= after for h, n in counts.items())]
+    counts: dict[int, int] = {}
+    for r, n in (data.get("consecutive_ranks") or {}).items():
+        try:
+            counts[int(r)] = int(n)
+        except (TypeError, ValueError):
+            continue
+    due_ranks = sorted(r for r, n in counts.items() if n >= after and r in rank_hosts)
+    due = list(dict.fromkeys(rank_hosts[r] for r in due_ranks))
     if not due or len(due) > spares_left:
         return None
-    evidence = [f"host {h}: a straggler in {max(n for x, n in counts.items() if _same_host(h, x))} consecutive "
-                f"reports (--replace-stragglers {after})" for h in due]
+    said = {int(s["rank"]): str(s["host"]) for s in _stragglers(data)}
+    evidence = [f"rank {r} on host {rank_hosts[r]} (it calls itself {said.get(r, '?')}): a straggler in "
+                f"{counts[r]} consecutive reports (--replace-stragglers {after})" for r in due_ranks]
     evidence += [line.strip() for line in summary_lines(data)]
     return Verdict(outcome="straggler", retry=True, exclude=tuple(due), evidence=tuple(evidence),
                    reason=f"host(s) {', '.join(due)} slower than the others in {after} consecutive straggler "
@@ -182,9 +186,9 @@ class ReportFollower:
     """Follows one attempt's report: says what changed, and says when ``--replace-stragglers`` wants it ended."""
 
     def __init__(self, path: Path, say: Callable[[str], None], *, replace_after: int | None = None,
-                 active: Sequence[str] = (), spares_left: int = 0) -> None:
+                 rank_hosts: Mapping[int, str] | None = None, spares_left: int = 0) -> None:
         self.path, self.say = path, say
-        self.replace_after, self.active, self.spares_left = replace_after, tuple(active), spares_left
+        self.replace_after, self.rank_hosts, self.spares_left = replace_after, dict(rank_hosts or {}), spares_left
         self.data: dict[str, Any] | None = None
         self.replace: Verdict | None = None
         self._seen: tuple[float, int] | None = None
@@ -209,6 +213,6 @@ class ReportFollower:
                 self.say(line)
         self._named = now
         if self.replace_after and self.replace is None:
-            self.replace = replacement_verdict(data, after=self.replace_after, active=self.active,
+            self.replace = replacement_verdict(data, after=self.replace_after, rank_hosts=self.rank_hosts,
                                                spares_left=self.spares_left)
         return self.replace is not None
