@@ -126,7 +126,10 @@ class ProfilingSupport:
     ``activities`` are ``torch.profiler.ProfilerActivity`` member names
     (``"CPU"``, ``"CUDA"``, ``"XPU"``). ``range_push``/``range_pop`` are the
     vendor range marker (NVTX, roctx, ITT) or None. ``memory_stats`` returns
-    a flat mapping of numbers for a ``torch.device``.
+    a flat mapping of numbers for a ``torch.device``. ``new_event`` makes a
+    device event that can time work on the device's queue
+    (``torch.cuda.Event(enable_timing=True)``), named by ``timer`` with
+    ``timer_reason``; None (the default) means the wall clock times steps.
     """
 
     activities: tuple[str, ...] = field(converter=as_tuple)
@@ -135,6 +138,9 @@ class ProfilingSupport:
     range_push: Callable[[str], Any] | None = field(default=None, eq=False)
     range_pop: Callable[[], Any] | None = field(default=None, eq=False)
     memory_stats: Callable[[Any], Mapping[str, float]] | None = field(default=None, eq=False)
+    new_event: Callable[[], Any] | None = field(default=None, eq=False)
+    timer: str = "wall clock"
+    timer_reason: str = "time.perf_counter: no device timer from the plugin"
 
 
 @frozen(kw_only=True)

@@ -218,10 +218,12 @@ def setup(
     if adopted is not None:
         explanation = attrs.evolve(explanation, decisions=(*explanation.decisions, adopted))
     launch = the_plan.launch
-    runtime = Runtime.from_plan(the_plan, explanation, process_group=launch.distributed or existing is not None,
+    process_group = launch.distributed or existing is not None
+    runtime = Runtime.from_plan(the_plan, explanation, process_group=process_group,
                                 owns_process_group=existing is None,
                                 backend=existing.backend if existing is not None else None,
-                                attempt=settings.attempt)
+                                attempt=settings.attempt,
+                                stragglers=_straggler_watch(settings, the_plan) if process_group else None)
     _runtime, _runtime_settings = runtime, settings
     _watch_hangs(runtime, settings)
     from ezpz.failures import preemption
@@ -242,6 +244,18 @@ def _watch_hangs(runtime: Runtime, settings: SetupSettings) -> None:
     launch = runtime.plan.launch
     hang_watch.start(runtime.step_clock, rank=launch.rank, world_size=launch.world_size, host=this_host(launch),
                      timeout_s=runtime.plan.timeout_s, settings=settings.hang or HangSettings())
+
+
+def _straggler_watch(settings: SetupSettings, plan: Any) -> Any:
+    """The straggler exchange ``rt.step()`` runs (``EZPZ_STRAGGLER_EVERY``), or None when off or one rank."""
+    opts, launch, profiling = settings.stragglers, plan.launch, plan.profiling
+    if opts is None or opts.every == 0 or launch.world_size < 2:
+        return None
+    from ezpz.straggler_watch import StragglerWatch
+
+    return StragglerWatch(rank=launch.rank, world_size=launch.world_size, every=opts.every, factor=opts.factor,
+                          report_dir=settings.failure_dir, attempt=settings.attempt,
+                          new_event=profiling.new_event, timer=profiling.timer)
 
 
 def _enable_tf32(torch: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ from ezpz.frozen_records import frozen
 from ezpz.preemption import Preemption
 from ezpz.step_clock import StepClock
 from ezpz.torch_private import profiler_enabled
+from ezpz.straggler_watch import StragglerWatch
 
 __all__ = ["Runtime"]
 
@@ -22,15 +24,21 @@ _NULL = contextlib.nullcontext()
 
 
 class _Range:
-    """Vendor range marker plus a torch ``record_function`` when the torch profiler is on."""
+    """Vendor range marker plus a torch ``record_function`` when the torch profiler is on.
 
-    __slots__ = ("_name", "_push", "_pop", "_record")
+    With straggler detection on (``watch``), the section's wall time goes to it too.
+    """
 
-    def __init__(self, name: str, push: Any, pop: Any) -> None:
-        self._name, self._push, self._pop, self._record = name, push, pop, None
+    __slots__ = ("_name", "_push", "_pop", "_record", "_watch", "_t0")
+
+    def __init__(self, name: str, push: Any, pop: Any, watch: StragglerWatch | None = None) -> None:
+        self._name, self._push, self._pop, self._record, self._watch = name, push, pop, None, watch
 
     def __enter__(self) -> _Range:
         import torch
+
+        if self._watch is not None:
+            self._t0 = time.perf_counter()
 
         if self._push is not None:
             self._push(self._name)
@@ -45,6 +53,8 @@ class _Range:
             self._record = None
         if self._pop is not None:
             self._pop()
+        if self._watch is not None:
+            self._watch.section(self._name, time.perf_counter() - self._t0)
 
 
 @frozen(kw_only=True)
@@ -82,6 +92,8 @@ class Runtime:
     """The steps :meth:`step` has ended and the wall time of the recent ones."""
     preemption: Preemption = field(init=False, factory=Preemption, repr=False, eq=False)
     """After a SIGTERM: the step every rank stops after (:attr:`preempted`)."""
+    stragglers: StragglerWatch | None = field(default=None, repr=False, eq=False)
+    """Straggler detection (``EZPZ_STRAGGLER_EVERY``), or None when off or single-process."""
 
     @_autocast_kwargs.default
     def _make_autocast_kwargs(self) -> dict[str, Any] | None:
@@ -95,6 +107,7 @@ class Runtime:
     def from_plan(
         cls, plan: SetupPlan, explanation: Explanation, *, process_group: bool = False, device: Any = None,
         owns_process_group: bool = True, backend: str | None = None, attempt: int = 0,
+        stragglers: StragglerWatch | None = None,
     ) -> Runtime:
         """The runtime for ``plan``, every field read from it: the one place a ``Runtime`` is built.
 
@@ -104,6 +117,7 @@ class Runtime:
         :param owns_process_group: False when ``setup()`` adopted a group another framework made.
         :param backend: The adopted group's backend; default the plan's.
         :param attempt: Which attempt of the job this is (``SetupSettings.attempt``).
+        :param stragglers: The straggler exchange :meth:`step` runs every N steps (:mod:`ezpz.straggler_watch`).
         """
         if device is None:
             import torch
@@ -116,7 +130,7 @@ class Runtime:
             rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
             local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
             amp=plan.amp, profiling=plan.profiling, plan=plan, explanation=explanation, process_group=process_group,
-            owns_process_group=owns_process_group, attempt=attempt,
+            owns_process_group=owns_process_group, attempt=attempt, stragglers=stragglers,
         )
 
     @property
@@ -133,14 +147,20 @@ class Runtime:
         Runs the device's step boundary, which its plugin names
         (``explain()["step"]``): on a lazy device (XLA) the step's graph runs
         here; on eager devices there is nothing to flush. Then the step's wall
-        time goes to :attr:`step_clock`. After a SIGTERM, the ranks agree here
-        on the step they all stop after (:attr:`preempted`). Returns how many
+        time goes to :attr:`step_clock`; every ``EZPZ_STRAGGLER_EVERY`` steps
+        the ranks compare their times (:mod:`ezpz.straggler_watch`: one small
+        all-gather, so every rank must call this every step). After a SIGTERM,
+        the ranks agree here on the step they all stop after (:attr:`preempted`).
+        Returns how many
         steps have ended.
         """
         mark = self._step_mark
         if mark is not None:
             mark()
         count = self.step_clock.tick()
+        watch = self.stragglers
+        if watch is not None and watch.due(count):
+            watch.report(count, self.step_clock.recent())
         if self.preemption.requested:
             self.preemption.at_boundary(count)
         return count
@@ -172,10 +192,10 @@ class Runtime:
 
     def range(self, name: str) -> contextlib.AbstractContextManager[Any]:
         """A named range: vendor marker (NVTX/roctx/ITT) and, under the torch profiler, a record."""
-        push, pop = self.profiling.range_push, self.profiling.range_pop
-        if push is None and not profiler_enabled():
+        push, pop, watch = self.profiling.range_push, self.profiling.range_pop, self.stragglers
+        if push is None and watch is None and not profiler_enabled():
             return _NULL
-        return _Range(name, push, pop)
+        return _Range(name, push, pop, watch)
 
     def profiler(self, **kwargs: Any) -> Any:
         """``torch.profiler.profile`` with this device's activities (overridable via ``activities=``)."""

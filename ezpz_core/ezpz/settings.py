@@ -9,8 +9,9 @@ from typing import NamedTuple
 
 from ezpz.errors import ConfigError
 
-__all__ = ["Attempt", "HangSettings", "PluginSettings", "SetupSettings", "is_first_rank", "parse_attempt", "parse_bool",
-           "parse_failure_dir", "parse_hook_timeout", "parse_names", "parse_preempt_grace"]
+__all__ = ["Attempt", "HangSettings", "PluginSettings", "SetupSettings", "StragglerSettings", "is_first_rank",
+           "parse_attempt", "parse_bool", "parse_failure_dir", "parse_hook_timeout", "parse_names",
+           "parse_preempt_grace", "parse_stragglers"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -119,6 +120,7 @@ class SetupSettings(NamedTuple):
     """The hang-budget policy (``EZPZ_HANG_BUDGET*``); None is the default policy."""
     preempt_grace_s: float = 20.0
     """``EZPZ_PREEMPT_GRACE``: seconds from a SIGTERM until a rank that has not ended exits anyway."""
+    stragglers: StragglerSettings = None  # type: ignore[assignment]  # resolve() always sets it
 
     @classmethod
     def resolve(
@@ -170,7 +172,53 @@ class SetupSettings(NamedTuple):
             failure_dir=parse_failure_dir(environ),
             hang=HangSettings.from_environ(environ),
             preempt_grace_s=parse_preempt_grace(environ),
+            stragglers=parse_stragglers(environ),
         )
+
+
+DEFAULT_STRAGGLER_EVERY = 25
+DEFAULT_STRAGGLER_FACTOR = 1.5
+_MAX_STRAGGLER_EVERY = 1_000_000
+STRAGGLER_FACTOR_RANGE = (1.05, 1000.0)
+
+
+class StragglerSettings(NamedTuple):
+    """Straggler detection: compare the ranks every ``every`` steps (0 = off); slow = ``factor`` x the median."""
+
+    every: int = DEFAULT_STRAGGLER_EVERY
+    factor: float = DEFAULT_STRAGGLER_FACTOR
+    source: str = "default"
+
+
+def parse_stragglers(environ: Mapping[str, str]) -> StragglerSettings:
+    """``EZPZ_STRAGGLER_EVERY`` (steps between reports, 0 = off) and ``EZPZ_STRAGGLER_FACTOR`` (x the median).
+
+    A bad value raises :class:`~ezpz.errors.ConfigError` naming the variable, its value, what is allowed and the fix.
+    """
+    every, factor, parts = DEFAULT_STRAGGLER_EVERY, DEFAULT_STRAGGLER_FACTOR, []
+    raw = environ.get("EZPZ_STRAGGLER_EVERY", "")
+    if raw.strip():
+        text = raw.strip()
+        if not (text.isascii() and text.isdigit() and int(text) <= _MAX_STRAGGLER_EVERY):
+            raise ConfigError(name="EZPZ_STRAGGLER_EVERY", value=raw,
+                              expected=f"a whole number of steps from 0 (off) to {_MAX_STRAGGLER_EVERY}",
+                              fix=f"set EZPZ_STRAGGLER_EVERY=0 to turn detection off, or a number of steps "
+                                  f"between reports, e.g. {DEFAULT_STRAGGLER_EVERY}; or unset it")
+        every = int(text)
+        parts.append(f"EZPZ_STRAGGLER_EVERY={every}")
+    raw = environ.get("EZPZ_STRAGGLER_FACTOR", "")
+    if raw.strip():
+        lo, hi = STRAGGLER_FACTOR_RANGE
+        try:
+            factor = float(raw)
+        except ValueError:
+            factor = math.nan
+        if not (math.isfinite(factor) and lo <= factor <= hi):
+            raise ConfigError(name="EZPZ_STRAGGLER_FACTOR", value=raw,
+                              expected=f"a number from {lo:g} to {hi:g} (how many times the median step is slow)",
+                              fix=f"set EZPZ_STRAGGLER_FACTOR to e.g. {DEFAULT_STRAGGLER_FACTOR:g}, or unset it")
+        parts.append(f"EZPZ_STRAGGLER_FACTOR={factor:g}")
+    return StragglerSettings(every, factor, " + ".join(parts) or "default")
 
 
 TIMEOUT_RANGE_S = (1.0, 7 * 24 * 3600.0)

@@ -69,6 +69,13 @@ def _non_negative(kind: type) -> Callable[[str], Any]:
     return parse
 
 
+def _positive_int(text: str) -> int:
+    value = _non_negative(int)(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected a whole number, 1 or more")
+    return value
+
+
 def add_supervision_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("supervision (docs/failures.md)")
     g.add_argument("--timeout", type=_non_negative(float), metavar="SECONDS",
@@ -90,6 +97,9 @@ def add_supervision_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-nh", "--nhosts", type=int, metavar="N", help="active hosts for --auto-retry (default: from --np)")
     g.add_argument("--spare-nodes", type=_spares, metavar="N|auto",
                    help="hosts kept as spares for --auto-retry (default auto: every host not active)")
+    g.add_argument("--replace-stragglers", type=_positive_int, metavar="M",
+                   help="with --auto-retry: end, exclude and replace by a spare a host that is a straggler in M "
+                        "consecutive straggler reports (docs/stragglers.md)")
     g.add_argument("--max-failover-retries", type=_non_negative(int), default=10, metavar="N",
                    help="at most this many --auto-retry retries (default 10)")
     g.add_argument("--job-dir", metavar="PATH",
@@ -148,6 +158,9 @@ def run(args: argparse.Namespace) -> int:
     if args.auto_retry and args.retries:
         raise ConfigError(name="--retries", value=args.retries, expected="0 with --auto-retry",
                           fix="--retries reruns on the same hosts, --auto-retry swaps bad hosts: pick one")
+    if args.replace_stragglers is not None and not args.auto_retry:
+        raise ConfigError(name="--replace-stragglers", value=args.replace_stragglers, expected="used with --auto-retry",
+                          fix="add --auto-retry (it knows the spares a straggler's host is replaced by)")
     if (args.nhosts is not None or args.spare_nodes is not None) and not args.auto_retry:
         raise ConfigError(name="--nhosts/--spare-nodes", value=args.nhosts if args.nhosts is not None
                           else args.spare_nodes, expected="used with --auto-retry",

@@ -31,6 +31,8 @@ from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
 from ezpz.launch_drivers.retry import AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts
+from ezpz.launch_drivers.straggler_report import ReportFollower, chart_lines, chart_svg, summary_lines
+from ezpz.straggler_watch import REPORT_NAME
 
 __all__ = ["AUTO_RETRY_TIMEOUT_S", "BACKOFF_CAP_S", "default_job_dir", "new_launch_id", "supervise"]
 
@@ -119,6 +121,21 @@ def _say_verdict(k: int, verdict: Verdict) -> None:
         err(f"{P}:   evidence: {e}")
 
 
+def _say_stragglers(follower: ReportFollower, job_dir: Path, k: int) -> None:
+    """At an attempt's end: the last straggler report, the per-rank chart, and ``stragglers-attempt-<k>.svg``."""
+    data = follower.data
+    if data is None:
+        return
+    for line in summary_lines(data) + chart_lines(data):
+        err(f"{P}: attempt {k}: {line}")
+    svg = job_dir / f"stragglers-attempt-{k}.svg"
+    try:
+        svg.write_text(chart_svg(data, title=f"ezpz launch attempt {k}"), encoding="utf-8")
+        err(f"{P}: attempt {k}: chart: {svg}")
+    except OSError as error:
+        err(f"{P}: attempt {k}: note: chart not written ({error})")
+
+
 def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str, str],
               devices: Callable, describe: Callable[[LaunchPlan], None]) -> int:
     """Run ``command`` in attempts (see the module docstring); the last attempt's status (128 + N if signal N
@@ -168,11 +185,15 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             active = plan.layout.allocation.hosts[: plan.layout.nodes]
             names_host = (lambda: bool(records_name_hosts(read_failures_verbose(fdir)[0], rank_hosts, active))
                           ) if pool is not None else None
+            follower = ReportFollower(fdir / REPORT_NAME, lambda line, k=k: err(f"{P}: attempt {k}: {line}"),
+                                      replace_after=getattr(args, "replace_stragglers", None) if pool and k < limit else None,
+                                      rank_hosts=rank_hosts, spares_left=len(pool.spares) if pool else 0)
             try:
                 result = run_attempt(plan.command, attempt=k, launch_id=launch_id, environ=env, interrupts=stop,
                                      idle_timeout_s=timeout_s or None, grace_s=args.kill_after,
                                      log_path=adir / "output.log", sink=sink, failure_dir=fdir,
-                                     failure_grace_s=args.failure_grace or None, names_host=names_host)
+                                     failure_grace_s=args.failure_grace or None, names_host=names_host,
+                                     watch=follower.poll)
             except OSError as error:
                 err(f"{P}: error: cannot run {plan.command.argv[0]!r}: {error.strerror or error}. "
                     f"Fix: put it on PATH (load your MPI or Slurm module), or pick another with --launcher")
@@ -187,7 +208,12 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             if result.ended_after_failure:
                 err(f"{P}: attempt {k}: the launcher was still running {args.failure_grace:g} s after the first "
                     f"failure record (--failure-grace): job ended")
-            verdict = _judge(args, result, records, rank_hosts, plan, pool, signatures, prior_progress, k, limit)
+            follower.poll()
+            _say_stragglers(follower, job_dir, k)
+            if result.ended_by_watch and follower.replace is not None and not stop.stopped:
+                verdict = follower.replace
+            else:
+                verdict = _judge(args, result, records, rank_hosts, plan, pool, signatures, prior_progress, k, limit)
             prior_progress = result.progress
             _say_verdict(k, verdict)
             (adir / "verdict.json").write_text(json.dumps(

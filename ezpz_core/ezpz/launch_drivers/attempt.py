@@ -73,6 +73,8 @@ class AttemptResult:
     """The launcher was still running ``failure_grace_s`` after the first failure record, and was ended."""
     ended_on_named_host: bool = False
     """The records named a host (``names_host``), and the attempt was ended without waiting for the launcher."""
+    ended_by_watch: bool = False
+    """The caller's ``watch`` asked for the attempt to end (e.g. ``--replace-stragglers``), and it was ended."""
     log: Path | None = None
 
 
@@ -188,9 +190,12 @@ def _end_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
 def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapping[str, str],
                 interrupts: Interrupts, idle_timeout_s: float | None = None, grace_s: float = 10.0,
                 log_path: Path | None = None, sink: IO[bytes] | None = None, failure_dir: Path | None = None,
-                failure_grace_s: float | None = None, names_host: Callable[[], bool] | None = None
-                ) -> AttemptResult:
-    """Run ``command`` once (raises OSError if it cannot start); see the module docstring."""
+                failure_grace_s: float | None = None, names_host: Callable[[], bool] | None = None,
+                watch: Callable[[], bool] | None = None) -> AttemptResult:
+    """Run ``command`` once (raises OSError if it cannot start); see the module docstring.
+
+    ``watch`` is called about once a second while the job runs; when it returns True the job is ended.
+    """
     env = dict(environ)
     env.update(command.env)
     read_fd, write_fd = os.pipe()
@@ -208,10 +213,10 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         pump = _Pump(read_fd, sink, log)
         pump.start()
         interrupts.group = proc.pid
-        timed_out, idle, alive, after_failure, on_named = False, 0.0, (), False, False
+        timed_out, idle, alive, after_failure, on_named, by_watch = False, 0.0, (), False, False, False
         first_record: float | None = None
         named_at: float | None = None
-        next_look = 0.0
+        next_look = next_watch = 0.0
         try:
             while proc.poll() is None:
                 if interrupts.wake.wait(0.2):
@@ -224,6 +229,9 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                         first_record = now
                     if first_record is not None and names_host is not None and named_at is None and names_host():
                         named_at = now
+                if watch is not None and not by_watch and now >= next_watch:
+                    next_watch = now + 1.0
+                    by_watch = watch()
                 if interrupts.stopped and now - interrupts.first_at > grace_s:
                     _end_group(proc, 0.0)
                 elif named_at is not None and now - named_at > SETTLE_S:
@@ -232,6 +240,8 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                 elif first_record is not None and failure_grace_s is not None \
                         and now - first_record > failure_grace_s:
                     after_failure = True
+                    _end_group(proc, grace_s)
+                elif by_watch:
                     _end_group(proc, grace_s)
                 elif not interrupts.stopped and idle_timeout_s and idle >= idle_timeout_s:
                     timed_out = True
@@ -243,14 +253,14 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                 _end_group(proc, 0.0)
             proc.wait()
             interrupts.group = None
-            if timed_out or after_failure or on_named:
+            if timed_out or after_failure or on_named or by_watch:
                 _kill_marked(launch_id, attempt)
             pump.join(timeout=10.0)
         status = TIMEOUT_STATUS if timed_out else exit_code(proc.returncode)
         return AttemptResult(attempt=attempt, status=status, timed_out=timed_out, interrupted=interrupts.stopped,
                              idle_s=round(idle, 1), wall_s=round(time.monotonic() - started, 1),
                              progress=pump.progress, alive_ranks=alive, ended_after_failure=after_failure,
-                             ended_on_named_host=on_named, log=log_path)
+                             ended_on_named_host=on_named, ended_by_watch=by_watch, log=log_path)
     finally:
         if log is not None:
             log.close()

@@ -165,6 +165,22 @@ def _hang_decision(settings: SetupSettings, timeout_s: float) -> Decision:
                                          "named in a 'hang' failure record (ezpz.failures.hang_watch)"})
 
 
+def _straggler_decision(plan: SetupPlan, settings: SetupSettings) -> tuple[Decision, ...]:
+    opts = settings.stragglers
+    if opts is None:
+        return ()
+    if opts.every == 0:
+        chosen, reason = "off", f"EZPZ_STRAGGLER_EVERY=0 ({opts.source})"
+    elif plan.launch.world_size < 2:
+        chosen, reason = "off", "one rank: nothing to compare"
+    else:
+        chosen = f"every {opts.every} steps, slow = {opts.factor:g}x the median step"
+        reason = (f"from {opts.source}: rt.step() all-gathers each rank's recent step and section times; "
+                  f"report {'in ' + settings.failure_dir if settings.failure_dir else 'in the log only'}; "
+                  f"device timer {plan.profiling.timer} ({plan.profiling.timer_reason})")
+    return (Decision(topic="stragglers", chosen=chosen, reason=reason),)
+
+
 def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mapping[str, object], ...] = ()) -> Explanation:
     launch, dev, cand = plan.launch, plan.device, plan.device.candidate
     launch_details = {k: f"{getattr(launch, k)} (from {v})" for k, v in launch.sources.items()}
@@ -200,6 +216,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
         _hang_decision(settings, plan.timeout_s),
         Decision(topic="attempt", chosen=str(settings.attempt), reason=f"from {settings.attempt_from}",
                  details={"failure records": settings.failure_dir or "not written (EZPZ_FAILURE_DIR unset)"}),
+        *_straggler_decision(plan, settings),
     )
     if plan.threads is not None:
         decisions += (Decision(topic="threads", chosen=f"{plan.threads.threads} intra-op thread(s)",

@@ -161,6 +161,18 @@ def cuda_memory_stats(device: Any) -> dict[str, float]:
     }
 
 
+def new_timing_event() -> Any:
+    """A CUDA event that records timing: ``torch.cuda.Event(enable_timing=True)`` (the device timer)."""
+    import torch
+
+    return torch.cuda.Event(enable_timing=True)
+
+
+TIMER = "cuda events"
+TIMER_REASON = ("torch.cuda.Event(enable_timing=True) recorded at report boundaries: the device's own time between "
+                "them, one event per report, synchronised only at the report")
+
+
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """CPU+CUDA profiler activities, NVTX ranges, ``torch.cuda`` memory counters."""
@@ -176,6 +188,7 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
         range_push=_nvtx_push,
         range_pop=_nvtx_pop,
         memory_stats=cuda_memory_stats,
+        new_event=new_timing_event, timer=TIMER, timer_reason=TIMER_REASON,
         reason="CUDA kernels via the CUPTI-backed CUDA profiler activity; ranges as NVTX (Nsight Systems) "
         "plus torch record_function under the torch profiler; memory from torch.cuda's caching allocator",
     )

@@ -158,3 +158,16 @@ def test_before_init_only_names_deepspeeds_accelerator_when_nvml_probed(record):
     action = plugin.ezpz_before_init(plan=plan)
     assert dict(action.env_defaults) == {"DS_ACCELERATOR": "cuda"}
     assert "spawn" not in action.reason and "DS_ACCELERATOR=cuda" in action.reason
+
+
+def test_recorded_h100_device_timer_is_cuda_events_made_from_torch_cuda(record, monkeypatch):
+    """Recorded facts, no GPU: the choice, its reason and that the event comes from torch.cuda with timing on
+    (torch.cuda.Event is replaced by a recorder; not run on a GPU here)."""
+    import torch
+
+    record(rec.node(rec.H100_SXM5_80GB, 1), rec.TORCH_2_13_CU130)
+    plan, _ = plan_with({}, rec.TORCH_2_13_CU130)
+    assert plan.profiling.timer == "cuda events" and "torch.cuda.Event(enable_timing=True)" in plan.profiling.timer_reason
+    made: list[dict] = []
+    monkeypatch.setattr(torch.cuda, "Event", lambda **kw: made.append(kw) or "event")
+    assert plan.profiling.new_event() == "event" and made == [{"enable_timing": True}]

@@ -121,6 +121,18 @@ def _memory_stats(device: Any) -> Mapping[str, float]:
     return stats
 
 
+def new_timing_event() -> Any:
+    """A HIP event that records timing: ``torch.cuda.Event(enable_timing=True)`` (the device timer)."""
+    import torch
+
+    return torch.cuda.Event(enable_timing=True)
+
+
+TIMER = "hip events"
+TIMER_REASON = ("torch.cuda.Event(enable_timing=True) recorded at report boundaries: the device's own time between "
+                "them, one event per report, synchronised only at the report")
+
+
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """CPU + CUDA profiler activities, roctx ranges through torch.cuda.nvtx, torch.cuda memory statistics."""
@@ -133,6 +145,7 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
     return ProfilingSupport(
         activities=("CPU", "CUDA"), marker="roctx", range_push=_range_push, range_pop=_range_pop,
         memory_stats=_memory_stats, reason=PROFILING_REASON,
+        new_event=new_timing_event, timer=TIMER, timer_reason=TIMER_REASON,
     )
 
 

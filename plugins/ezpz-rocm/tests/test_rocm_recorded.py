@@ -51,6 +51,7 @@ def check_common_rocm(p: SetupPlan, *, local_rank: int) -> None:
     assert p.profiling.marker == "roctx" and p.profiling.activities == ("CPU", "CUDA")
     assert p.profiling.range_push is not None and p.profiling.range_pop is not None
     assert p.profiling.memory_stats is not None
+    assert p.profiling.timer == "hip events" and "torch.cuda.Event(enable_timing=True)" in p.profiling.timer_reason
 
 
 def test_plugin_is_loaded_through_its_entry_point() -> None:
@@ -231,3 +232,14 @@ def test_recorded_device_request_by_vendor_or_plugin_name(use_amdsmi) -> None:
         p = plan({"EZPZ_DEVICE": request})
         assert p.device.candidate.plugin == "rocm"
     assert plan({"EZPZ_DEVICE": "cuda:3"}).device.index == 3
+
+
+def test_device_timer_is_a_hip_event_made_from_torch_cuda(monkeypatch) -> None:
+    """No GPU here: ROCm's torch.cuda.Event is replaced by a recorder; the plugin asks for timing."""
+    import torch
+
+    from ezpz_rocm.plugin import new_timing_event
+
+    made: list[dict] = []
+    monkeypatch.setattr(torch.cuda, "Event", lambda **kw: made.append(kw) or "event")
+    assert new_timing_event() == "event" and made == [{"enable_timing": True}]

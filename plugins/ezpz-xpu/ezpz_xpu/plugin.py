@@ -92,6 +92,18 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
                             tf32_reason=policy.tf32_reason(facts))
 
 
+def new_timing_event() -> Any:
+    """A XPU event that records timing: ``torch.xpu.Event(enable_timing=True)`` (the device timer)."""
+    import torch
+
+    return torch.xpu.Event(enable_timing=True)
+
+
+TIMER = "xpu events"
+TIMER_REASON = ("torch.xpu.Event(enable_timing=True) recorded at report boundaries: the device's own time between "
+                "them, one event per report, synchronised only at the report")
+
+
 @hookimpl
 def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSupport | None:
     """XPU profiler activity, ITT ranges (VTune), memory from ``torch.xpu``."""
@@ -105,12 +117,13 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
     if facts.itt:
         return ProfilingSupport(
             activities=("CPU", "XPU"), marker="itt", range_push=_itt_push, range_pop=_itt_pop,
-            memory_stats=_memory_stats,
+            memory_stats=_memory_stats, new_event=new_timing_event, timer=TIMER, timer_reason=TIMER_REASON,
             reason="torch.profiler XPU activity (Kineto over PTI); ranges as Intel ITT tasks for VTune "
                    "(torch.profiler.itt); memory from torch.xpu",
         )
     return ProfilingSupport(
         activities=("CPU", "XPU"), memory_stats=_memory_stats,
+        new_event=new_timing_event, timer=TIMER, timer_reason=TIMER_REASON,
         reason="torch.profiler XPU activity; this torch has no ITT (torch.profiler.itt.is_available() is False), "
                "so ranges are torch record_function only; memory from torch.xpu",
     )

@@ -54,3 +54,16 @@ def test_memory_stats_read_torch_xpu_counters(intel, monkeypatch) -> None:
     del fake.max_memory_reserved, fake.mem_get_info  # an older torch.xpu
     assert set(prof.memory_stats("xpu:0")) == {"allocated_bytes", "reserved_bytes", "max_allocated_bytes"}
     assert "torch" in sys.modules
+
+
+def test_recorded_device_timer_is_xpu_events_made_from_torch_xpu(intel, monkeypatch) -> None:
+    """Recorded facts, no XPU: the choice, its reason, and torch.xpu.Event(enable_timing=True) (a recorder here)."""
+    import torch
+
+    for itt in (True, False):
+        intel([ARC_A770], itt=itt)
+        prof = plan(TORCH_2_13_XPU)[0].profiling
+        assert prof.timer == "xpu events" and "torch.xpu.Event(enable_timing=True)" in prof.timer_reason
+        made: list[dict] = []
+        monkeypatch.setattr(torch.xpu, "Event", lambda **kw: made.append(kw) or "event", raising=False)
+        assert prof.new_event() == "event" and made == [{"enable_timing": True}]
