@@ -154,7 +154,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
     if launch.master_addr:
         port = launch.master_port if launch.master_port is not None else "(published by rank 0 at setup)"
         launch_details.setdefault("rendezvous", f"{launch.master_addr}:{port}")
-    device_details: dict[str, object] = {"vendor": cand.vendor, "count": cand.count}
+    device_details: dict[str, object] = {"vendor": cand.vendor, "plugin": cand.plugin, "count": cand.count}
     for key in ("names", "arch", "physical_ids", "visible_devices_var"):
         value = getattr(cand, key)
         if value:
