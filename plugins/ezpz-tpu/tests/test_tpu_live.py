@@ -30,7 +30,8 @@ EZPZ = str(Path(sys.executable).parent / "ezpz")
 
 def run(args: list[str], *, device: str | None = "xla", cwd: Path | None = None, **env: str):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("EZPZ_", "PJRT_"))}
-    environ.update(OMP_NUM_THREADS="1", PJRT_DEVICE="CPU", **env)
+    environ.update({"OMP_NUM_THREADS": "1", "PJRT_DEVICE": "CPU"})
+    environ.update(env)
     if device is not None:
         environ["EZPZ_DEVICE"] = device
     cmd = args if args[0] == EZPZ else [sys.executable, *args]
