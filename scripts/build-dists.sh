@@ -13,7 +13,7 @@ OUT=${1:-dist}
 
 $PY -m pip install -q -c constraints.txt "setuptools>=68" build
 rm -rf "$OUT" && mkdir -p "$OUT"
-for d in . plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu plugins/ezpz-example-emu; do
+for d in . plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-tpu plugins/ezpz-example-hpu plugins/ezpz-example-emu; do
   log=$(mktemp)
   $PY -m build --no-isolation --outdir "$OUT" "$d" >"$log" 2>&1 || { cat "$log"; echo "build failed: $d" >&2; exit 1; }
   # setuptools leaves build/ and *.egg-info in the source tree; remove them so an editable install stays clean.

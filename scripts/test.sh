@@ -37,7 +37,7 @@ PY="$VENV/bin/python"
 export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
 unset PYTHONHOME PYTHONPATH
 
-PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-example-hpu plugins/ezpz-example-emu)
+PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-tpu plugins/ezpz-example-hpu plugins/ezpz-example-emu)
 present=()
 for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
 TOOLS=(pytest hypothesis pytest-timeout "import-linter==2.16" "mypy==2.4.1")

@@ -87,7 +87,7 @@ def test_compile_request_values(raw, parsed):
 def test_bad_compile_request_is_named(raw):
     with pytest.raises(ConfigError) as err:
         parse_compile_request(raw, name="EZPZ_COMPILE")
-    assert err.value.name == "EZPZ_COMPILE" and "auto, inductor, aot_eager, eager, none" in str(err.value)
+    assert err.value.name == "EZPZ_COMPILE" and "auto, inductor, aot_eager, openxla, eager, none" in str(err.value)
 
 
 def test_bad_ezpz_compile_and_keyword_are_named_by_setup(env):

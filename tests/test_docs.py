@@ -156,6 +156,7 @@ def test_every_ezpz_variable_is_documented():
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 #: Upper-case string literals in the code that are not environment variable names.
 NOT_VARIABLES: frozenset[str] = frozenset({
+    "DEADLINE_EXCEEDED",  # an XLA/PJRT status in a failure signature (ezpz-tpu)
     # get_dist_info()'s keys, as the original ezpz named them, and a lazily built module attribute
     "DEVICE_ID", "DISTRIBUTED_BACKEND", "GPUS_PER_NODE", "NGPUS_AVAILABLE", "NODE_ID", "WORLD_SIZE_IN_USE",
     "WORLD_SIZE_TOTAL", "TORCH_DTYPES_MAP",

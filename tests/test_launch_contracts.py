@@ -49,7 +49,7 @@ def test_every_contract_has_a_fixture():
     launchers = {load(n)["contract"] for n in NAMES}
     assert {"flux", "pals", "jsrun", "kubeflow", "pai", "skypilot", "torchrun"} <= launchers
     assert {"flux_libpals", "pals_no_size", "lsf_jsrun", "kubeflow_pytorchjob_v1", "kubeflow_trainer_v2",
-            "kubeflow_trainer_v2_torchrun", "pai_torchrun", "skypilot"} <= set(NAMES)
+            "kubeflow_trainer_v2_torchrun", "pai_torchrun", "skypilot", "tpu_vm_torchrun"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -156,6 +156,9 @@ class StepBoundary:
     name: str
     reason: str = field(validator=_explained)
     mark: Callable[[], Any] | None = field(default=None, eq=False)
+    wait: Callable[[], Any] | None = field(default=None, eq=False)
+    """What waits for the device's queued work (``Runtime.synchronize()``) where torch has no device module
+    for it (``torch.get_device_module('xla')`` raises): ``torch_xla.core.xla_model.wait_device_ops``."""
 
     @classmethod
     def eager(cls, device: str) -> StepBoundary:
@@ -169,15 +172,21 @@ class LifecycleAction:
 
     ``env_defaults`` are set by the core with ``setdefault`` semantics (a value
     the user set always wins) just before the process group is created.
+    ``then``, when given, is called once those variables are set, before the
+    device is made current and the process group is created: for a device
+    runtime that reads its variables when it is imported (torch_xla reads
+    ``PJRT_DEVICE``), so the plugin imports it there and not in the hook.
     """
 
     reason: str = field(validator=_explained)
     env_defaults: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
     plugin: str = ""
+    then: Callable[[], Any] | None = field(default=None, eq=False, hash=False,
+                                           validator=attrs.validators.optional(attrs.validators.is_callable()))
 
     def also(self, reason: str, env_defaults: Mapping[str, str]) -> LifecycleAction:
         """This action plus ``reason`` and ``env_defaults`` (a plugin saying two things in one answer)."""
-        return LifecycleAction(reason=f"{self.reason}; {reason}", plugin=self.plugin,
+        return LifecycleAction(reason=f"{self.reason}; {reason}", plugin=self.plugin, then=self.then,
                                env_defaults={**self.env_defaults, **env_defaults})
 
 

@@ -179,6 +179,8 @@ def setup(
                                **{k: f"kept {v!r} (already set)" for k, v in kept.items()}}
         log.info("lifecycle", plugin=plugin, action=action.reason, env_defaults=dict(action.env_defaults),
                  env_set=sorted(applied), env_kept=sorted(kept))
+        if action.then is not None:  # a device runtime that reads its variables on import: now they are set
+            action.then()
 
     import torch
 
@@ -189,7 +191,9 @@ def setup(
         apply_threads(the_plan.threads)
     dev = the_plan.device
     if dev.index is not None:
-        module = torch.get_device_module(dev.candidate.device_type)
+        from ezpz.device_module import device_module
+
+        module = device_module(dev.candidate.device_type)
         set_device = getattr(module, "set_device", None)
         if set_device is not None:
             set_device(dev.index)

@@ -221,11 +221,15 @@ class Runtime:
         return stats
 
     def synchronize(self) -> None:
-        """Wait for this device's queued work (no-op on CPU)."""
-        import torch
+        """Wait for this device's queued work: the plugin's ``wait`` (``explain()["step"]``), else
+        ``torch.get_device_module(device).synchronize()``; a no-op on CPU."""
+        wait = self.plan.step.wait if self.plan.step is not None else None
+        if wait is not None:
+            wait()
+            return
+        from ezpz.device_module import device_module
 
-        module = torch.get_device_module(self.device_type) if self.device_type != "cpu" else None
-        sync = getattr(module, "synchronize", None)
+        sync = getattr(device_module(self.device_type), "synchronize", None)
         if sync is not None:
             sync()
 

@@ -17,7 +17,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 PRECISION_CHOICES = ("auto", "bf16", "fp16", "fp32")
 #: Backends a compile policy may name. ``none`` means "do not call torch.compile".
-COMPILE_BACKENDS: tuple[str, ...] = ("inductor", "aot_eager", "eager", "none")
+COMPILE_BACKENDS: tuple[str, ...] = ("inductor", "aot_eager", "openxla", "eager", "none")
 #: What ``EZPZ_COMPILE`` / ``setup(compile=...)`` accept.
 COMPILE_CHOICES: tuple[str, ...] = ("auto", *COMPILE_BACKENDS)
 DEFAULT_TIMEOUT_S = 300.0

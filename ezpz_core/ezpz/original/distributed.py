@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from ezpz import hooks
+from ezpz.device_module import device_module
 from ezpz.original.compat import (
     _layout,
     _plan,
@@ -132,7 +133,7 @@ def get_device_properties(device: int | None = None) -> dict[str, Any]:
     import torch
 
     kind = get_torch_device_type()
-    module = torch.get_device_module(kind) if kind != "cpu" else None
+    module = device_module(kind)
     props_of = getattr(module, "get_device_properties", None)
     if props_of is None:
         return {"name": kind, "total_memory": -1}

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ezpz.device_module import device_module
+
 __all__ = [
     "get_current_memory_allocated",
     "get_current_memory_reserved",
@@ -56,7 +58,7 @@ def _counter(device: Any, name: str) -> float:
     import torch
 
     dev = _device(device)
-    module = torch.get_device_module(dev.type) if dev.type != "cpu" else None
+    module = device_module(dev.type)
     fn = getattr(module, name, None)
     return float(fn(dev)) if fn is not None else 0.0
 
@@ -86,7 +88,7 @@ def reset_peak_memory_stats(device: Any) -> None:
     import torch
 
     dev = _device(device)
-    module = torch.get_device_module(dev.type) if dev.type != "cpu" else None
+    module = device_module(dev.type)
     reset = getattr(module, "reset_peak_memory_stats", None)
     if reset is not None:
         reset(dev)
