@@ -4,6 +4,7 @@
 #   EZPZ_SKIP_ISOLATED=1 bash scripts/test.sh   # skip the wheel-install checks (faster locally)
 #   EZPZ_WHEELS_ONLY=1 bash scripts/test.sh     # only the wheel-install checks (and the compatibility suite)
 #   EZPZ_SKIP_COMPAT=1 bash scripts/test.sh     # skip the compatibility suite (two torch downloads, ~2.7 GB each)
+#   EZPZ_SKIP_XLA=1 bash scripts/test.sh        # skip ezpz-tpu on XLA's CPU runtime (torch 2.9.0 + torch-xla, ~7 GB)
 #   EZPZ_TEST_VENV=/path bash scripts/test.sh   # another venv than .venv-test/ (created if missing)
 #   EZPZ_TEST_PINS=pins.txt bash scripts/test.sh # pins (torch==...) for that venv other than constraints.txt
 #   bash scripts/test.sh tests/test_setup.py -x  # install as always, then only this pytest run
@@ -119,6 +120,17 @@ fi
 if [ "${EZPZ_SKIP_COMPAT:-0}" != 1 ]; then
   # The wheels step 2 built, if it ran; compat.sh builds its own otherwise.
   run env EZPZ_COMPAT_DIST="${dist:-}" bash scripts/compat.sh
+fi
+if [ "${EZPZ_SKIP_XLA:-0}" != 1 ]; then
+  # ezpz-tpu for real on XLA's CPU runtime: torch 2.9.0 + torch-xla 2.9.0 in a venv of its own (about 7 GB, once;
+  # under CI the venv is a temporary one, deleted after).
+  if [ "${CI:-}" = true ] && [ -z "${EZPZ_XLA_VENV:-}" ]; then
+    xla_venv=$(mktemp -d)/venv-xla
+    run env EZPZ_XLA_VENV="$xla_venv" bash scripts/xla-suite.sh -q -ra -p no:cacheprovider
+    rm -rf "$(dirname "$xla_venv")"
+  else
+    run bash scripts/xla-suite.sh -q -ra -p no:cacheprovider
+  fi
 fi
 rm -rf "${work:-}"
 exit $status
