@@ -47,3 +47,19 @@ def test_the_port_runs_on_cpu():
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "device cpu backend gloo" in proc.stdout and "iter 10: loss" in proc.stdout
+
+
+def test_the_port_runs_on_emu_unchanged():
+    """The same ported file on the emulated PrivateUse1 device (plugins/ezpz-example-emu, installed by test.sh)."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("ezpz_example_emu") is None:
+        pytest.skip("ezpz-example-emu is not installed here (scripts/test.sh installs it)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EZPZ_")}
+    env.update(OMP_NUM_THREADS="1", EZPZ_DEVICE="emu")
+    proc = subprocess.run([sys.executable, str(PORTED), "--max-iters", "10"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "device emu backend emuccl dtype bfloat16" in proc.stdout and "iter 10: loss" in proc.stdout
