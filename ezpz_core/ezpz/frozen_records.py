@@ -15,7 +15,7 @@ honoured. Everything else (slots, immutability, validators, converters,
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -59,24 +59,23 @@ def _share_methods(cls: C) -> C:
     return cls
 
 
-@overload
-def frozen(maybe_cls: C, **kwargs: Any) -> C: ...
-@overload
-def frozen(maybe_cls: None = None, **kwargs: Any) -> Callable[[C], C]: ...
+if TYPE_CHECKING:
+    # Type checkers see attrs' own decorator, which their attrs support understands (fields, keyword-only
+    # __init__, converters): plugin authors type-check the records they build against the installed core.
+    from attrs import frozen as frozen
+else:
+    def frozen(maybe_cls: Any = None, **kwargs: Any) -> Any:
+        """:func:`attrs.frozen` (same arguments), with the shared ``__repr__``/``__eq__``/``__hash__``.
 
+        A class that asks attrs for something else (``repr=False``, ``eq=False``,
+        ``order=True``, its own ``__repr__``...) is left to attrs entirely.
+        """
+        own = not kwargs.keys() & {"repr", "eq", "order", "hash", "unsafe_hash", "cache_hash"}
 
-def frozen(maybe_cls: Any = None, **kwargs: Any) -> Any:
-    """:func:`attrs.frozen` (same arguments), with the shared ``__repr__``/``__eq__``/``__hash__``.
+        def wrap(cls: C) -> C:
+            mine = own and not {"__repr__", "__eq__", "__hash__"} & vars(cls).keys()
+            if not mine:
+                return attrs.frozen(cls, **kwargs)
+            return _share_methods(attrs.frozen(cls, repr=False, eq=False, **kwargs))
 
-    A class that asks attrs for something else (``repr=False``, ``eq=False``,
-    ``order=True``, its own ``__repr__``...) is left to attrs entirely.
-    """
-    own = not kwargs.keys() & {"repr", "eq", "order", "hash", "unsafe_hash", "cache_hash"}
-
-    def wrap(cls: C) -> C:
-        mine = own and not {"__repr__", "__eq__", "__hash__"} & vars(cls).keys()
-        if not mine:
-            return attrs.frozen(cls, **kwargs)
-        return _share_methods(attrs.frozen(cls, repr=False, eq=False, **kwargs))
-
-    return wrap if maybe_cls is None else wrap(maybe_cls)
+        return wrap if maybe_cls is None else wrap(maybe_cls)
