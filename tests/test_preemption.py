@@ -96,6 +96,7 @@ def _run_until(argv: list[str], cwd: Path, env: dict[str, str], pattern: str, th
         if p.poll() is None:
             p.kill()
             p.wait()
+        _kill_job(str(cwd))
     time.sleep(0.2)
     return p, lines, found
 
@@ -149,13 +150,14 @@ def test_a_rank_that_never_got_the_signal_learns_it_from_the_store_and_stops_wit
         deadline = time.monotonic() + 240
         while not re.search(r"\[ezpz\] step\s+20\b", "".join(lines)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        rank0 = _rank_pid(0)
+        rank0 = _rank_pid(0, str(ck))
         os.kill(rank0, signal.SIGTERM)
         p.wait(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
+        _kill_job(str(ck))
     text = "".join(lines)
     records = [json.loads(f.read_text()) for f in sorted((tmp_path / "failures").glob("rank-*.json"))]
     assert [r["kind"] for r in records] == ["preempted", "preempted"], text[-3000:]
@@ -164,14 +166,26 @@ def test_a_rank_that_never_got_the_signal_learns_it_from_the_store_and_stops_wit
     assert "another rank's SIGTERM, seen in the rendezvous store" in text
 
 
-def _rank_pid(rank: int) -> int:
+def _rank_pid(rank: int, mark: str) -> int:
+    """The pid of this job's rank ``rank``: its command line names ``mark`` (this test's own directory), so
+    another job on the machine is never signalled."""
     for d in Path("/proc").glob("[0-9]*"):
         try:
             environ = (d / "environ").read_bytes().split(b"\0")
             cmd = (d / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"ezpz.examples.train" in cmd and f"RANK={rank}".encode() in environ and b"torchrun" not in cmd \
-                and any(e.startswith(b"TORCHELASTIC_RUN_ID=") for e in environ) and int(d.name) != os.getpid():
+        if mark.encode() in cmd and b"ezpz.examples.train" in cmd and b"torchrun" not in cmd \
+                and f"RANK={rank}".encode() in environ and int(d.name) != os.getpid():
             return int(d.name)
     raise AssertionError(f"rank {rank} not found")
+
+
+def _kill_job(mark: str) -> None:
+    """SIGKILL what is left of this test's job (torchrun and its ranks name ``mark``, this test's directory)."""
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if mark.encode() in (d / "cmdline").read_bytes() and int(d.name) != os.getpid():
+                os.kill(int(d.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
