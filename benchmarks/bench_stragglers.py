@@ -66,7 +66,9 @@ ezpz.hooks.teardown()
 def _torchrun(args: list[str], env: dict[str, str]) -> str:
     torchrun = shutil.which("torchrun") or "torchrun"
     out = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", *args], env=env, capture_output=True,
-                         text=True, check=True, timeout=600)
+                         text=True, timeout=600)
+    if out.returncode:
+        raise SystemExit(f"torchrun {' '.join(args)} exited {out.returncode}:\n{out.stderr[-3000:]}")
     return out.stdout
 
 
