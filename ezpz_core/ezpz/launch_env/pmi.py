@@ -8,9 +8,10 @@ lets rank 0 publish the address it actually bound (``put``, ``barrier``,
 
 The protocol is MPICH's ``src/pmi/simple`` (PMI-1): newline-terminated
 ``cmd=... key=value`` lines, one reply per request. ezpz talks over a
-*duplicate* of ``PMI_FD`` and never sends ``finalize``, so a later
-``MPI_Init`` (mpi4py) finds the connection as Hydra left it and re-initialises
-on it; ezpz's one barrier is entered by every rank, so MPI's own barriers
+*duplicate* of ``PMI_FD`` and sends ``finalize`` only at exit, and only when no
+MPI library took the session over (:mod:`ezpz.launch_env.pmi_release`), so a
+later ``MPI_Init`` (mpi4py) finds the connection as Hydra left it and
+re-initialises on it; ezpz's one barrier is entered by every rank, so MPI's own barriers
 stay matched. Every read is bounded by a socket timeout.
 """
 
@@ -137,3 +138,8 @@ class PmiClient:
 
     def get(self, kvsname: str, key: str) -> str:
         return self.call(f"cmd=get kvsname={kvsname} key={key}", "get_result")["value"]
+
+    def finalize(self, timeout_s: float) -> None:
+        """End this process's PMI session (:mod:`ezpz.launch_env.pmi_release` says when)."""
+        self._sock.settimeout(timeout_s)
+        self.call("cmd=finalize", "finalize_ack")

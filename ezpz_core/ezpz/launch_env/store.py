@@ -199,15 +199,19 @@ class Rendezvous:
     def _pmi_exchange(self) -> None:
         """Hydra: the kvs name is the launch identity; with ``exchange == "pmi"`` rank 0 also binds a free port
         (or MASTER_PORT) and publishes ``host:port``, which every rank reads after a PMI barrier."""
-        from ezpz.launch_env.pmi import PmiClient
+        from ezpz.launch_env.pmi import PmiClient, available
+        from ezpz.launch_env.pmi_release import release_at_exit
 
         publish = self.launch.exchange == "pmi"
         cached = _pmi_rendezvous.get("this process")
         if cached is None:
             client = PmiClient.connect(self.environ, self.remaining().total_seconds())
             host, port = self.addr, str(self.port)
+            keep_open = available(self.environ) == "PMI_PORT"  # that connection is this process's PMI session
             try:
                 client.init()
+                release_at_exit(self.environ, client if keep_open else None)  # Hydra: a rank that exits without
+                # cmd=finalize after cmd=init is counted as failed (ezpz.launch_env.pmi_release)
                 kvs = client.kvsname()
                 if publish:
                     if self.launch.rank == 0:
@@ -216,7 +220,8 @@ class Rendezvous:
                     client.barrier()
                     host, _, port = client.get(kvs, _PMI_KEY).rpartition(":")
             finally:
-                client.close()
+                if not keep_open:
+                    client.close()
             if not (host and port.isdigit() and 0 < int(port) < 65536):
                 raise RendezvousError(f"the process manager returned {host}:{port!r} for rank 0's address: "
                                       "not host:port (another program wrote this key?)")
