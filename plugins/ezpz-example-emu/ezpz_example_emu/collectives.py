@@ -43,7 +43,7 @@ class EmuCollectives(dist.ProcessGroup):  # type: ignore[misc]
 
     def __init__(self, store: Any, rank: int, size: int, timeout: datetime.timedelta) -> None:
         super().__init__(rank, size)
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore(f"{BACKEND}/", store), rank, size, timeout)
+        self._gloo: Any = dist.ProcessGroupGloo(dist.PrefixStore(f"{BACKEND}/", store), rank, size, timeout)
 
     @property
     def gloo(self) -> Any:
