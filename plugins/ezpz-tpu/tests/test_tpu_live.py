@@ -99,3 +99,22 @@ def test_ported_cuda_style_trainer_on_xla():
     proc = run([str(ROOT / "tests" / "scripts" / "cuda_style_trainer_ported.py"), "--max-iters", "4",
                 "--log-interval", "2"])
     assert "device xla backend gloo dtype bfloat16" in proc.stdout and "iter 4: loss" in proc.stdout
+
+
+def test_conformance_kit_live_mode_passes_on_xla():
+    """check_plugin(live=True) drives every runtime call through a real setup() on XLA's CPU runtime."""
+    from ezpz.testing.live import LIVE_CHECKS
+
+    code = ("import json; from ezpz.testing import check_plugin; "
+            "r = check_plugin('tpu', environ={'EZPZ_DEVICE': 'xla', 'PJRT_DEVICE': 'CPU'}, live=True); "
+            "print(json.dumps([[x.name, x.passed, x.skipped, x.detail] for x in r.results]))")
+    proc = run(["-c", code])
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    failed = [r for r in results if not r[1]]
+    assert not failed, failed
+    live = {name: (skipped, detail) for name, _, skipped, detail in results if name.startswith("live")}
+    assert list(live) == list(LIVE_CHECKS), live
+    assert not any(skipped for skipped, _ in live.values()), live
+    assert live["live setup"][1].startswith("device xla, backend "), live["live setup"]
+    assert live["live autocast"][1] == "a Linear under rt.autocast() gives torch.bfloat16", live["live autocast"]
+    assert live["live compile"][1].startswith("openxla"), live["live compile"]
