@@ -83,3 +83,31 @@ def test_an_mpi_library_that_initialised_mpi_keeps_the_session_through_mpi4py_or
                           text=True, timeout=90)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[false, false, true, true]"
+
+
+EXIT_NOW = """
+import os, sys, time
+import ezpz, torch.distributed as dist
+rt = ezpz.hooks.setup()
+dist.barrier()
+if rt.rank == 1:  # as the hang watchdog and the preemption deadline leave: os._exit skips atexit
+    if sys.argv[1] == "finalize":
+        from ezpz.launch_env.pmi_release import finalize_now
+        finalize_now(2.0)
+    os.close(int(os.environ["PMI_FD"])); time.sleep(1.0)
+    os._exit(7)
+time.sleep(3.0)
+"""
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("mode", ["finalize", "control"])
+def test_a_rank_leaving_by_os_exit_is_reported_with_its_own_status_after_finalize_now(mode):
+    cmd = [need_tool("mpiexec.mpich"), "-n", "2", sys.executable, "-c", EXIT_NOW, mode]
+    proc = subprocess.run(cmd, env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="30"), capture_output=True,
+                          text=True, timeout=150)
+    out = proc.stdout + proc.stderr
+    if mode == "finalize":  # mpiexec passes the rank's own status on
+        assert proc.returncode == 7, out[-3000:]
+    else:  # without it Hydra kills the job on seeing the closed connection and reports its own status instead
+        assert proc.returncode not in (0, 7) and "BAD TERMINATION" in out, out[-3000:]

@@ -177,6 +177,9 @@ class _Watch(threading.Thread):
         if self.rank == 0 and self.world_size > 1:  # the store lives here: let the others read the verdict first
             self.halt.wait(_VERDICT_READ_S)
         if not self.halt.is_set():  # teardown() did not stop us meanwhile: the step will never end
+            from ezpz.launch_env.pmi_release import finalize_now
+
+            finalize_now(2.0)  # under Hydra: so mpiexec reports this status, not "Hangup (signal 1)"
             os._exit(HANG_EXIT_STATUS)
 
     def _roll_call(self, step: int, since: float, frame: str) -> tuple[list[int], dict[int, str], str]:

@@ -249,4 +249,7 @@ def _deadline() -> None:
             stream.flush()
         except Exception:
             pass
+    from ezpz.launch_env.pmi_release import finalize_now
+
+    finalize_now(2.0)  # under Hydra: so mpiexec reports this status, not "Hangup (signal 1)"
     os._exit(PREEMPTED_STATUS)

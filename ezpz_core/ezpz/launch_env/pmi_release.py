@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 from ezpz import _log
 
-__all__ = ["mpi_initialized_in_process", "release_at_exit"]
+__all__ = ["finalize_now", "mpi_initialized_in_process", "release_at_exit"]
 
 FINALIZE_TIMEOUT_S = 10.0
 """How long the exit handler waits for Hydra's ``finalize_ack``."""
@@ -87,13 +87,19 @@ def _mapped_mpi_libraries() -> list[str]:
 
 
 def _finalize() -> None:
+    finalize_now(FINALIZE_TIMEOUT_S)
+
+
+def finalize_now(timeout_s: float) -> None:
+    """End the PMI session now, if this process has one to end: before an ``os._exit`` (which skips ``atexit``),
+    so Hydra reports the status the process exits with, not "Hangup (signal 1)". Bounded; never raises."""
     from ezpz.launch_env.pmi import PmiClient
 
     with _lock:
         state = dict(_pending)
         _pending.clear()
     client = state.get("client")
-    if state.get("pid") != os.getpid():  # a forked child: the session is its parent's
+    if not state or state.get("pid") != os.getpid():  # none, already ended, or a forked child's (its parent's)
         return
     mpi = mpi_initialized_in_process()
     if mpi is not False:
@@ -105,8 +111,8 @@ def _finalize() -> None:
     environ = state.get("environ")
     try:
         if not isinstance(client, PmiClient):
-            client = PmiClient.connect(environ if isinstance(environ, dict) else {}, FINALIZE_TIMEOUT_S)
-        client.finalize(FINALIZE_TIMEOUT_S)
+            client = PmiClient.connect(environ if isinstance(environ, dict) else {}, timeout_s)
+        client.finalize(timeout_s)
         _log.get_logger("ezpz.rendezvous").debug("pmi_finalized", via=client.source)
     except Exception as err:  # noqa: BLE001 - at exit: say it, never raise
         _log.get_logger("ezpz.rendezvous").warning("pmi_finalize_failed", error=str(err),
