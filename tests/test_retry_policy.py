@@ -270,3 +270,43 @@ def test_a_rank_the_launcher_sigtermed_before_a_peer_lost_it_is_not_blamed():
     v = classify(facts(status=9, records=records), spares_left=1, prior_progress=True)
     assert v.outcome == "bad_host" and v.exclude == ("n2",), v
     assert records_name_hosts(records, RANK_HOSTS, HOSTS) == ("n2",)
+
+
+def test_up_hosts_that_only_accuse_each_other_yield_to_the_host_that_left_no_record():
+    # chaos soak, seed 0 (a node's processes SIGKILLed at step 22): the launcher's abort reached the two survivors
+    # mid roll call, so each recorded losing the other; rank 0 also named the killed rank. No host is named most.
+    rank_hosts = {0: "n0", 1: "n1", 2: "n2"}
+    records = [rec(0, "lost_peer", missing_ranks=[1, 2]), rec(1, "lost_peer", missing_ranks=[0])]
+    v = classify(AttemptFacts(attempt=0, status=9, hosts=HOSTS, rank_hosts=rank_hosts, records=records),
+                 spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("n2",)), v
+    assert sum("is named only by host(s) it names in turn" in why for _, why in v.rejected) == 2, v.rejected
+
+
+def test_mutual_accusations_yield_to_the_launchers_first_failure():
+    rank_hosts = {0: "n0", 1: "n1", 2: "n2"}
+    records = [rec(0, "lost_peer", missing_ranks=[1]), rec(1, "lost_peer", missing_ranks=[0])]
+    log = "mpiexec noticed that process rank 2 with PID 77 on node n2 exited on signal 9 (Killed).\n"
+    v = classify(AttemptFacts(attempt=0, status=9, hosts=HOSTS, rank_hosts=rank_hosts, records=records,
+                              first_failure=first_failure(log, HOSTS)), spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("n2",)), v
+
+
+def test_mutual_accusations_alone_still_blame_both():
+    # nothing else is named: no silent host, no launcher line, so the accusations stand (too few spares: exhausted)
+    rank_hosts = {0: "n0", 1: "n1", 2: "n2"}
+    records = [rec(0, "lost_peer", missing_ranks=[1]), rec(1, "lost_peer", missing_ranks=[0]), rec(2, "signal")]
+    v = classify(AttemptFacts(attempt=0, status=1, hosts=HOSTS, rank_hosts=rank_hosts, records=records),
+                 spares_left=1)
+    assert (v.outcome, set(v.exclude)) == ("exhausted", {"n0", "n1"}), v
+
+
+def test_a_cut_off_host_among_four_is_still_the_one_most_hosts_name_when_another_left_no_record():
+    # n1 cut off names everyone; n0 and n2 name n1; n3's ranks were ended by the abort before writing
+    hosts = ("n0", "n1", "n2", "n3")
+    rank_hosts = {0: "n0", 1: "n1", 2: "n2", 3: "n3"}
+    records = [rec(0, "timeout", missing_ranks=[1]), rec(2, "timeout", missing_ranks=[1]),
+               rec(1, "timeout", missing_ranks=[0, 2, 3])]
+    v = classify(AttemptFacts(attempt=0, status=1, hosts=hosts, rank_hosts=rank_hosts, records=records),
+                 spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("n1",)), v

@@ -21,7 +21,8 @@ code_error            a rank recorded ``code_error`` (or ``oom``)           stop
 bad_host              records name hosts (missing ranks, a hang roll call), or the launcher   exclude, swap in spares
                       names the first rank to fail on a host that left no
                       record (accusations against other silent hosts are
-                      then its abort's doing), or the one host whose ranks
+                      then its abort's doing; so are up hosts that only
+                      accuse each other), or the one host whose ranks
                       all vanished while every other host wrote a record,
                       or (no records) a log signature; enough spares left
 exhausted             bad hosts named, too few spares                       stop
@@ -175,6 +176,17 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
             for h in [h for h, n in by.items() if n < top]:
                 set_aside.append(("lost_peer", f"host {h} is named by ranks on {by[h]} host(s) only, fewer than "
                                                 f"the {top} that name {', '.join(k for k, n in by.items() if n == top)}"))
+                del blamed[h]
+    silent = {h for h in blamed if h not in wrote} | ({origin.host} if origin is not None else set())
+    if len(blamed) > 1 and silent:  # no host is named most: up hosts that only accuse each other are the echo
+        named = set(blamed)
+        for h in [h for h in named if h in wrote and accusers.get(h)]:
+            accused_by_h = {k for k, who in accusers.items() if h in who}
+            if accusers[h] <= accused_by_h:
+                set_aside.append(("lost_peer", f"host {h} was up (its ranks wrote records) and is named only by "
+                                                f"host(s) it names in turn ({', '.join(sorted(accusers[h]))}); "
+                                                f"host(s) {', '.join(sorted(silent))} left no record: the launcher's "
+                                                f"abort reached both sides while the failure was there"))
                 del blamed[h]
     if origin is not None:
         blamed.setdefault(origin.host, []).append(f"launcher: {origin.reason}: {origin.line!r}")
