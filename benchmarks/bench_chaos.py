@@ -151,10 +151,14 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victim: int, at_step: int
         fault_step = max(before) if before else at_step
         after = [t for t, ln in lines if t > fault_at and (m := STEP.search(ln)) and int(m.group(1)) >= fault_step + 2]
         recover_s = round(after[0] - fault_at, 1) if after else None
-    return {"kind": kind, "victim": a[victim], "at_step": fault_step, "status": p.returncode,
-            "completed": p.returncode == 0, "equal": equal, "max_diff": diff, "excluded": excluded, "wrong": wrong,
-            "outcomes": [v["verdict"]["outcome"] for v in verdicts], "fault_to_next_step_s": recover_s,
-            "wall_s": round(time.monotonic() - t0, 1)}
+    row = {"kind": kind, "victim": a[victim], "at_step": fault_step, "status": p.returncode,
+           "completed": p.returncode == 0, "equal": equal, "max_diff": diff, "excluded": excluded, "wrong": wrong,
+           "outcomes": [v["verdict"]["outcome"] for v in verdicts], "fault_to_next_step_s": recover_s,
+           "wall_s": round(time.monotonic() - t0, 1)}
+    if wrong or not equal:  # keep the evidence: each attempt's verdict with the records it read, and the log's tail
+        row["verdicts"] = verdicts
+        row["log_tail"] = "".join(ln for _, ln in lines)[-6000:]
+    return row
 
 
 def main() -> None:
