@@ -60,7 +60,7 @@ def mpi_initialized_in_process() -> bool | None:
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None:
         try:
-            return bool(mpi.Is_initialized())  # type: ignore[attr-defined]
+            return bool(mpi.Is_initialized())
         except Exception:  # noqa: BLE001 - an mpi4py that cannot answer: unknown
             return None
     answer: bool | None = False
@@ -93,18 +93,26 @@ def _finalize() -> None:
 def finalize_now(timeout_s: float) -> None:
     """End the PMI session now, if this process has one to end: before an ``os._exit`` (which skips ``atexit``),
     so Hydra reports the status the process exits with, not "Hangup (signal 1)". Bounded; never raises."""
-    from ezpz.launch_env.pmi import PmiClient
-
     with _lock:
         state = dict(_pending)
         _pending.clear()
-    client = state.get("client")
     if not state or state.get("pid") != os.getpid():  # none, already ended, or a forked child's (its parent's)
         return
+    try:
+        _finalize_once(state, timeout_s)
+    except Exception:  # noqa: BLE001 - at exit (logging may be shut down already): never raise
+        pass
+
+
+def _finalize_once(state: Mapping[str, object], timeout_s: float) -> None:
+    from ezpz.launch_env.pmi import PmiClient
+
+    client = state.get("client")
+    log = _log.get_logger("ezpz.rendezvous")
     mpi = mpi_initialized_in_process()
     if mpi is not False:
-        _log.get_logger("ezpz.rendezvous").debug("pmi_finalize_skipped", reason="an MPI library in this process owns the PMI session"
-                   if mpi else "an MPI library is loaded and could not say whether it initialised MPI")
+        log.debug("pmi_finalize_skipped", reason="an MPI library in this process owns the PMI session" if mpi
+                  else "an MPI library is loaded and could not say whether it initialised MPI")
         if isinstance(client, PmiClient):
             client.close()
         return
@@ -113,10 +121,10 @@ def finalize_now(timeout_s: float) -> None:
         if not isinstance(client, PmiClient):
             client = PmiClient.connect(environ if isinstance(environ, dict) else {}, timeout_s)
         client.finalize(timeout_s)
-        _log.get_logger("ezpz.rendezvous").debug("pmi_finalized", via=client.source)
+        log.debug("pmi_finalized", via=client.source)
     except Exception as err:  # noqa: BLE001 - at exit: say it, never raise
-        _log.get_logger("ezpz.rendezvous").warning("pmi_finalize_failed", error=str(err),
-                     consequence="mpiexec may report this rank as failed although it finished")
+        log.warning("pmi_finalize_failed", error=str(err),
+                    consequence="mpiexec may report this rank as failed although it finished")
     finally:
         if isinstance(client, PmiClient):
             client.close()
