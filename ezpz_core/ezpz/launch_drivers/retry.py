@@ -179,8 +179,7 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
                 del blamed[h]
     silent = {h for h in blamed if h not in wrote} | ({origin.host} if origin is not None else set())
     if len(blamed) > 1 and silent:  # no host is named most: up hosts that only accuse each other are the echo
-        named = set(blamed)
-        for h in [h for h in named if h in wrote and accusers.get(h)]:
+        for h in [h for h in blamed if h in wrote and accusers.get(h)]:  # a copy: entries are deleted below
             accused_by_h = {k for k, who in accusers.items() if h in who}
             if accusers[h] <= accused_by_h:
                 set_aside.append(("lost_peer", f"host {h} was up (its ranks wrote records) and is named only by "

@@ -26,29 +26,43 @@ import sys
 import threading
 from collections.abc import Mapping
 
+import attrs
+
 from ezpz import _log
+from ezpz.launch_env.pmi import PmiClient
 
 __all__ = ["finalize_now", "mpi_initialized_in_process", "release_at_exit"]
 
 FINALIZE_TIMEOUT_S = 10.0
 """How long the exit handler waits for Hydra's ``finalize_ack``."""
 
+
+@attrs.frozen
+class _Session:
+    """The PMI session this process opened: how to reach it again, and in which process."""
+
+    environ: Mapping[str, str]  # PMI_FD / PMI_PORT / PMI_ID only
+    client: PmiClient | None  # kept open (PMI_PORT: the connection is the session); None: dup PMI_FD anew
+    pid: int
+
+
 _lock = threading.Lock()
-_pending: dict[str, object] = {}
+_session: _Session | None = None
 
 
-def release_at_exit(environ: Mapping[str, str], client: object | None = None) -> None:
+def release_at_exit(environ: Mapping[str, str], client: PmiClient | None = None) -> None:
     """Say ``cmd=finalize`` to the process manager when this process exits (registered once per process).
 
-    ``client``: an open :class:`~ezpz.launch_env.pmi.PmiClient` to finalize over (``PMI_PORT``: its connection is
-    this process's PMI session and must stay open until then); without one, a fresh duplicate of ``PMI_FD`` is used.
+    ``client``: an open client to finalize over (``PMI_PORT``: its connection is this process's PMI session and must
+    stay open until then); without one, a fresh duplicate of ``PMI_FD`` is used.
     """
+    global _session
     with _lock:
-        first = not _pending
-        _pending.update(environ={k: environ[k] for k in ("PMI_FD", "PMI_PORT", "PMI_ID") if k in environ},
-                        client=client, pid=os.getpid())
+        first = _session is None
+        _session = _Session(environ={k: environ[k] for k in ("PMI_FD", "PMI_PORT", "PMI_ID") if k in environ},
+                            client=client, pid=os.getpid())
     if first:
-        atexit.register(_finalize)
+        atexit.register(finalize_now, FINALIZE_TIMEOUT_S)
 
 
 def mpi_initialized_in_process() -> bool | None:
@@ -86,45 +100,38 @@ def _mapped_mpi_libraries() -> list[str]:
     return sorted(p for p in paths if os.path.basename(p).startswith(("libmpi.", "libmpich.")))
 
 
-def _finalize() -> None:
-    finalize_now(FINALIZE_TIMEOUT_S)
-
-
 def finalize_now(timeout_s: float) -> None:
     """End the PMI session now, if this process has one to end: before an ``os._exit`` (which skips ``atexit``),
     so Hydra reports the status the process exits with, not "Hangup (signal 1)". Bounded; never raises."""
+    global _session
     with _lock:
-        state = dict(_pending)
-        _pending.clear()
-    if not state or state.get("pid") != os.getpid():  # none, already ended, or a forked child's (its parent's)
+        session, _session = _session, None
+    if session is None or session.pid != os.getpid():  # none, already ended, or a forked child's (its parent's)
         return
     try:
-        _finalize_once(state, timeout_s)
+        _finalize_once(session, timeout_s)
     except Exception:  # noqa: BLE001 - at exit (logging may be shut down already): never raise
         pass
 
 
-def _finalize_once(state: Mapping[str, object], timeout_s: float) -> None:
-    from ezpz.launch_env.pmi import PmiClient
-
-    client = state.get("client")
+def _finalize_once(session: _Session, timeout_s: float) -> None:
+    client = session.client
     log = _log.get_logger("ezpz.rendezvous")
     mpi = mpi_initialized_in_process()
     if mpi is not False:
         log.debug("pmi_finalize_skipped", reason="an MPI library in this process owns the PMI session" if mpi
                   else "an MPI library is loaded and could not say whether it initialised MPI")
-        if isinstance(client, PmiClient):
+        if client is not None:
             client.close()
         return
-    environ = state.get("environ")
     try:
-        if not isinstance(client, PmiClient):
-            client = PmiClient.connect(environ if isinstance(environ, dict) else {}, timeout_s)
+        if client is None:
+            client = PmiClient.connect(session.environ, timeout_s)
         client.finalize(timeout_s)
         log.debug("pmi_finalized", via=client.source)
     except Exception as err:  # noqa: BLE001 - at exit: say it, never raise
         log.warning("pmi_finalize_failed", error=str(err),
                     consequence="mpiexec may report this rank as failed although it finished")
     finally:
-        if isinstance(client, PmiClient):
+        if client is not None:
             client.close()
