@@ -7,7 +7,7 @@ per core (``yes > /dev/null``), stopped at the end.
 ``--kept-group`` runs ``tests/scripts/gloo_kept_past_teardown.py`` instead: a
 gloo group outliving teardown (as a DDP model's does) while a worker still
 holds the last collective, paired and alternating: ``ezpz.hooks.teardown()``
-(which waits for gloo's workers, :mod:`ezpz.gloo_quiesce`) against
+(which waits for gloo's workers, :mod:`ezpz.primitives.gloo_quiesce`) against
 ``dist.destroy_process_group()`` alone, the baseline that aborts.
 
     python benchmarks/bench_clean_exit.py [--runs 100] [--steps 3] [--no-load] [--kept-group]

@@ -61,7 +61,7 @@ import gc, json, time, torch, ezpz
 gc.collect()
 t0 = time.perf_counter(); import attrs
 t1 = time.perf_counter()
-import ezpz.facts, ezpz.decisions, ezpz.explain, ezpz.runtime, ezpz.startup.planning, ezpz.plugin_host.calls
+import ezpz.facts, ezpz.decisions, ezpz.decisions, ezpz.runtime, ezpz.startup.planning, ezpz.plugin_host.calls
 t2 = time.perf_counter(); rt = ezpz.hooks.setup(); t3 = time.perf_counter()
 print(json.dumps({"attrs": t1 - t0, "records": t2 - t1, "rest": t3 - t2, "s": t3 - t0}))
 """

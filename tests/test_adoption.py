@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 import ezpz
-from ezpz.adoption import ExistingGroup, adopt_group, group_backends
+from ezpz.startup.adoption import ExistingGroup, adopt_group, group_backends
 from ezpz.decisions import BackendChoice
 from ezpz.errors import ConfigError, ProcessGroupMismatchError
 from ezpz.facts import Alternative, TorchBuild

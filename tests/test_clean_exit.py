@@ -5,7 +5,7 @@ CI: under load, a bounded store call (``run_bounded``: rank 0's refused-intruder
 report at setup and teardown) outlived its deadline and was abandoned; it was
 still inside torch's C++ when the interpreter finalized, woke, and CPython's
 ``pthread_exit`` unwound it through C++ frames -> std::terminate, SIGABRT.
-:mod:`ezpz.abandoned` waits for such threads at exit. The script below forces
+:mod:`ezpz.primitives.abandoned_threads` waits for such threads at exit. The script below forces
 the situation (a store call abandoned 10 ms in, returning 0.5 s later, after
 ``teardown()``, while finalization is held open 1 s), so it fails without the fix on every run, not once in a
 hundred.
@@ -58,7 +58,7 @@ def test_a_store_call_abandoned_at_exit_does_not_abort_the_job(tmp_path):
 def test_abandoned_threads_are_waited_for_at_exit():
     code = textwrap.dedent("""
         import atexit, threading, time
-        from ezpz.abandoned import abandon, pending
+        from ezpz.primitives.abandoned_threads import abandon, pending
         done = []
         atexit.register(lambda: print("joined" if done else "not joined", flush=True))  # LIFO: runs after ezpz's
         t = threading.Thread(target=lambda: (time.sleep(0.3), done.append(1)), daemon=True)
@@ -73,7 +73,7 @@ def test_abandoned_threads_are_waited_for_at_exit():
 def test_a_call_that_never_returns_exits_1_naming_it_instead_of_aborting():
     code = textwrap.dedent("""
         import threading, time
-        from ezpz.abandoned import abandon
+        from ezpz.primitives.abandoned_threads import abandon
         t = threading.Thread(target=lambda: time.sleep(60), daemon=True)
         t.start()
         abandon(t, wait_s=0.2, must_finish=True, what="TCPStore.add to a dead store")

@@ -227,7 +227,7 @@ def test_original_script_under_torchrun(wrapper):
         [torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()), SCRIPT, "2", wrapper],
         env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="120"), capture_output=True, text=True, timeout=300,
     )
-    from ezpz.torch_private import fsdp2
+    from ezpz.primitives.torch_private import fsdp2
 
     if wrapper == "fsdp" and fsdp2().__name__ != "torch.distributed.fsdp":  # torch 2.4/2.5: FSDP2 needs CUDA
         assert proc.returncode != 0 and "UnavailableError: wrap_model(use_fsdp=True)" in proc.stderr, proc.stderr

@@ -180,7 +180,7 @@ def test_compile_is_a_decision_in_ezpz_doctor_json():
 
 def test_import_ezpz_loads_no_compile_or_deepspeed_module():
     code = ("import sys, json, ezpz; print(json.dumps(sorted(m for m in sys.modules if m in WATCH)))"
-            .replace("WATCH", repr({"ezpz.compiling", "ezpz.builtin.cxx", "ezpz.deepspeed_config",
+            .replace("WATCH", repr({"ezpz.compiling", "ezpz.builtin.cxx", "ezpz.runtime.deepspeed",
                                     "ezpz_cuda.compile_policy", "ezpz_rocm.compile_policy", "ezpz_xpu.compile_policy",
                                     "deepspeed", "triton"})))
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)

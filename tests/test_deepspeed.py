@@ -18,7 +18,7 @@ import ezpz
 from conftest import clean_env, rank_rows
 from ezpz.builtin.cpu import CpuFacts, cpu_precision_options
 from ezpz.errors import ConfigError, UnavailableError
-from ezpz.deepspeed_config import precision_sections
+from ezpz.runtime.deepspeed import precision_sections
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "deepspeed_step.py")
 DEEPSPEED = importlib.util.find_spec("deepspeed") is not None

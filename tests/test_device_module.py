@@ -1,11 +1,11 @@
-"""ezpz.device_module: the optional torch device module; and the kit's hand-offs for runtimes like torch_xla."""
+"""ezpz.primitives.device_module: the optional torch device module; and the kit's hand-offs for runtimes like torch_xla."""
 
 from __future__ import annotations
 
 import pytest
 
 from ezpz.decisions import LifecycleAction, StepBoundary
-from ezpz.device_module import device_module
+from ezpz.primitives.device_module import device_module
 
 
 def test_cpu_and_unregistered_device_types_have_no_module():

@@ -142,7 +142,7 @@ def test_collectives_and_mesh_in_a_one_rank_group(free_port=None):
     assert ed.all_reduce(2.5) == 2.5 and ed.broadcast([1, 2]) == [1, 2]
     mesh = ezpz.init_device_mesh_safe("cpu", (1, 1), mesh_dim_names=("dp", "tp"))
     assert mesh.shape == (1, 1) and mesh["tp"].size() == 1
-    from ezpz.torch_private import flatten_mesh
+    from ezpz.primitives.torch_private import flatten_mesh
 
     if flatten_mesh(mesh) is None:  # a torch without DeviceMesh._flatten (2.4.1): named, not an AttributeError
         with pytest.raises(UnavailableError, match="DeviceMesh has _flatten"):

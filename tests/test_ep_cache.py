@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT, clean_env, last_json
 from ezpz.plugin_host import ep_cache
 from ezpz.plugin_host.host import PluginHost
-from ezpz.settings import PluginSettings
+from ezpz.inputs.settings import PluginSettings
 
 PAST = time.time() - 3600  # older than the racy window, as any environment installed a while ago
 

@@ -19,9 +19,9 @@ import pytest
 import ezpz.plugin_host.deadline
 import ezpz.startup.environ
 import ezpz.errors
-import ezpz.inputs
+import ezpz.inputs.files
 
-_MODULES = (ezpz.errors, ezpz.plugin_host.deadline, ezpz.startup.environ, ezpz.inputs)
+_MODULES = (ezpz.errors, ezpz.plugin_host.deadline, ezpz.startup.environ, ezpz.inputs.files)
 
 
 def _defined_exceptions() -> list[type[BaseException]]:

@@ -18,10 +18,10 @@ from ezpz.failures import capture
 from ezpz.failures.classify import classify_exception
 from ezpz.failures.record import read_failures
 from ezpz.failures.signatures import FailureSignature, match_text
-from ezpz.markers import hookimpl
+from ezpz.primitives.markers import hookimpl
 from ezpz.plugin_host.calls import Hooks
 from ezpz.plugin_host.host import PluginHost
-from ezpz.settings import PluginSettings
+from ezpz.inputs.settings import PluginSettings
 
 HERE = Path(__file__).parent
 FAILING = str(HERE / "scripts" / "failing_rank.py")

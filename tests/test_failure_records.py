@@ -8,7 +8,7 @@ import pytest
 
 from ezpz.errors import ConfigError
 from ezpz.failures.record import MAX_RECORD_BYTES, FailureRecord, read_failures, read_failures_verbose, write_failure
-from ezpz.settings import parse_attempt, parse_failure_dir
+from ezpz.inputs.settings import parse_attempt, parse_failure_dir
 
 
 def _record(**kw) -> FailureRecord:

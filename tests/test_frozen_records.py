@@ -1,4 +1,4 @@
-"""ezpz.frozen_records.frozen answers as attrs.frozen does: the same repr text, equality and hashing."""
+"""ezpz.primitives.frozen_records.frozen answers as attrs.frozen does: the same repr text, equality and hashing."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pickle
 import attrs
 import pytest
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 
 @frozen
@@ -89,4 +89,4 @@ def test_the_core_records_use_it():
     from ezpz.runtime import Runtime
 
     for cls in (TorchBuild, SetupPlan, Runtime):
-        assert cls.__repr__.__module__ == "ezpz.frozen_records", cls
+        assert cls.__repr__.__module__ == "ezpz.primitives.frozen_records", cls

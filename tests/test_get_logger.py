@@ -104,10 +104,10 @@ def test_default_name_is_the_originals_and_leaves_ezpz_events_alone():
 
 
 def test_one_rank_filter_for_ezpz_events_and_get_logger(monkeypatch: pytest.MonkeyPatch):
-    """After setup(), ezpz.get_logger asks the same (rank, all ranks?) as ezpz's own events: ezpz._log's."""
+    """After setup(), ezpz.get_logger asks the same (rank, all ranks?) as ezpz's own events: ezpz.primitives.logger's."""
     import logging
 
-    from ezpz import _log
+    from ezpz.primitives import logger as _log
     from ezpz.original import log as original_log
 
     monkeypatch.setenv("EZPZ_LOG_ALL_RANKS", "0")  # what setup() recorded wins over the environment

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env
-from ezpz.torch_private import tls_stash
+from ezpz.primitives.torch_private import tls_stash
 from test_real_launchers import free_port
 
 SCRIPT = Path(__file__).parent / "scripts" / "gloo_kept_past_teardown.py"
@@ -63,7 +63,7 @@ def test_quiesce_sees_every_worker_on_every_rank_after_ddp_steps(tmp_path):
     script = tmp_path / "quiesce_report.py"
     script.write_text(textwrap.dedent("""
         import json, torch, torch.distributed as dist
-        from ezpz.gloo_quiesce import quiesce
+        from ezpz.primitives.gloo_quiesce import quiesce
         dist.init_process_group("gloo")
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8))
         for _ in range(3):
@@ -85,7 +85,7 @@ def test_quiesce_sees_every_worker_on_every_rank_after_ddp_steps(tmp_path):
 
 
 def test_quiesce_is_not_needed_without_gloo():
-    from ezpz.gloo_quiesce import quiesce
+    from ezpz.primitives.gloo_quiesce import quiesce
 
     class NoGloo:
         def _get_backend(self, device):

@@ -16,8 +16,8 @@ import pytest
 
 from conftest import clean_env, need_tool
 from ezpz.errors import ConfigError
-from ezpz.hang_budget import hang_budget, p99
-from ezpz.settings import HangSettings, SetupSettings
+from ezpz.steps.hang_budget import hang_budget, p99
+from ezpz.inputs.settings import HangSettings, SetupSettings
 
 PY = sys.executable
 
@@ -71,7 +71,7 @@ def test_explain_shows_the_policy_in_force():
 
 def test_the_watchdog_stops_in_teardown_and_is_a_daemon():
     import ezpz
-    from ezpz.failures import hang_watch
+    from ezpz.steps import hang_watch
 
     ezpz.hooks.setup()
     try:

@@ -18,11 +18,11 @@ import pytest
 
 from conftest import clean_env
 from ezpz.errors import ConfigError
-from ezpz.inputs import InputFileError, check_host, read_lines
-from ezpz.hostlist import read_hostfile
+from ezpz.inputs.files import InputFileError, check_host, read_lines
+from ezpz.inputs.hostlist import read_hostfile
 from ezpz.plugin_host.host import PluginHost
 from ezpz.policies import parse_device_request
-from ezpz.settings import PluginSettings, SetupSettings
+from ezpz.inputs.settings import PluginSettings, SetupSettings
 from test_cli_support import ezpz
 
 #: Address space the child may add once torch and ezpz are imported. The cap is measured, not guessed: a CUDA
@@ -76,10 +76,10 @@ def test_a_read_that_hangs_is_abandoned(tmp_path, monkeypatch):
     """A hung network file system blocks in read(); simulated by a read that sleeps past the bound."""
     import threading
 
-    import ezpz.inputs
+    import ezpz.inputs.files
 
     release = threading.Event()
-    monkeypatch.setattr(ezpz.inputs, "_read", lambda path, max_bytes: release.wait(30) and b"")
+    monkeypatch.setattr(ezpz.inputs.files, "_read", lambda path, max_bytes: release.wait(30) and b"")
     path = tmp_path / "hosts"
     path.write_text("n1\n")
     try:

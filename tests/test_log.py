@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import clean_env, need_tool, run_python
-from ezpz import _log
+from ezpz.primitives import logger as _log
 
 
 @pytest.fixture

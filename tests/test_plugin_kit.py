@@ -87,7 +87,7 @@ def test_with_ds_accelerator_adds_to_an_action_or_makes_one() -> None:
     assert made.env_defaults == {"DS_ACCELERATOR": "hpu"} and "HPU accelerator" in made.reason
     kept = kit.with_ds_accelerator(LifecycleAction(reason="did X", env_defaults={"A": "1"}), "xpu", "XPU")
     assert kept.env_defaults == {"A": "1", "DS_ACCELERATOR": "xpu"} and kept.reason.startswith("did X; ")
-    from ezpz.deepspeed_config import with_ds_accelerator
+    from ezpz.runtime.deepspeed import with_ds_accelerator
 
     assert with_ds_accelerator is kit.with_ds_accelerator  # the old path still works
 
@@ -96,7 +96,7 @@ def test_with_ds_accelerator_adds_to_an_action_or_makes_one() -> None:
 
 
 def test_get_logger_events_go_to_the_named_stdlib_logger_and_obey_the_rank_filter(caplog) -> None:
-    from ezpz import _log
+    from ezpz.primitives import logger as _log
 
     log = kit.get_logger("ezpz_kit_test")
     with caplog.at_level(logging.DEBUG, logger="ezpz_kit_test"):

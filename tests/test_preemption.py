@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env, need_tool
-from ezpz.preemption import PREEMPTED_STATUS, Preemption
+from ezpz.steps.preemption import PREEMPTED_STATUS, Preemption
 
 PY = sys.executable
 
@@ -71,7 +71,7 @@ def test_one_process_stops_at_the_next_boundary_and_exits_143(tmp_path):
 
 def test_a_bad_grace_is_an_error_naming_it():
     from ezpz.errors import ConfigError
-    from ezpz.settings import SetupSettings
+    from ezpz.inputs.settings import SetupSettings
 
     with pytest.raises(ConfigError) as err:
         SetupSettings.resolve({"EZPZ_PREEMPT_GRACE": "0"})

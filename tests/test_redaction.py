@@ -21,8 +21,8 @@ import pytest
 
 from conftest import ROOT, clean_env
 from ezpz.decisions import Decision
-from ezpz.explain import Explanation
-from ezpz.redact import REDACTED, ScrubFilter, is_secret, redacted_names, scrub, scrub_data
+from ezpz.decisions import Explanation
+from ezpz.primitives.redact import REDACTED, ScrubFilter, is_secret, redacted_names, scrub, scrub_data
 
 LEAKY = ROOT / "tests" / "plugins" / "leaky" / "ezpz-test-leaky"
 
@@ -77,7 +77,7 @@ def test_explanation_text_and_dict_are_scrubbed(monkeypatch):
 
 
 def test_log_events_are_scrubbed(monkeypatch, caplog):
-    from ezpz._log import get_logger
+    from ezpz.primitives.logger import get_logger
 
     monkeypatch.setenv("HF_TOKEN", "hf_LogLeak1234")
     with caplog.at_level(logging.WARNING, logger="ezpz.test"):

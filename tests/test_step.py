@@ -8,9 +8,9 @@ import pytest
 
 from ezpz import hookimpl
 from ezpz.decisions import StepBoundary
-from ezpz.explain import Explanation
+from ezpz.decisions import Explanation
 from ezpz.runtime import Runtime
-from ezpz.step_clock import StepClock
+from ezpz.steps.clock import StepClock
 from ezpz.testing import check_plugin, make_host, make_plan, recorded_build
 
 
@@ -59,7 +59,7 @@ def test_a_lazy_devices_plugin_marks_every_step() -> None:
 
 def test_explain_names_the_step_boundary() -> None:
     from ezpz.startup.planning import explain_plan
-    from ezpz.settings import SetupSettings
+    from ezpz.inputs.settings import SetupSettings
 
     marks: list[str] = []
     plan = make_plan(make_host(_lazy_cpu_plugin(marks)), build=recorded_build("cpu"))

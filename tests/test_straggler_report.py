@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 from ezpz.launch_drivers.straggler_report import (ReportFollower, chart_lines, chart_svg, read_report,
                                                   replacement_verdict, summary_lines)
-from ezpz.stragglers import RankTimes, score
+from ezpz.steps.straggler_scores import RankTimes, score
 
 
 def _data(slow_rank=2, reports=3, host_of=lambda r: f"node-{r // 2}", consecutive=None, consecutive_ranks=None):

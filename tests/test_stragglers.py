@@ -7,9 +7,9 @@ import json
 import pytest
 
 from ezpz.errors import ConfigError
-from ezpz.settings import StragglerSettings, parse_stragglers
-from ezpz.straggler_watch import REPORT_NAME, StragglerWatch
-from ezpz.stragglers import RankTimes, score
+from ezpz.inputs.settings import StragglerSettings, parse_stragglers
+from ezpz.steps.straggler_exchange import REPORT_NAME, StragglerWatch
+from ezpz.steps.straggler_scores import RankTimes, score
 
 # Recorded: 4 ranks of a 0.05 s step on one host, rank 2 sleeping 0.2 s more (medians over 24 steps).
 RECORDED = [(0, 0.0501), (1, 0.0500), (2, 0.2501), (3, 0.0502)]

@@ -2,7 +2,7 @@
 
 Runs standalone (``python -m pytest tests/test_torch_private.py``, nothing from conftest) so the
 compatibility jobs run it under the oldest and the newest torch as well as CI's pin: on a release of
-:data:`~ezpz.torch_private.CHECKED_ON` each name must be present exactly where the list says; on any
+:data:`~ezpz.primitives.torch_private.CHECKED_ON` each name must be present exactly where the list says; on any
 torch each guard must give the real answer where the name exists and its listed fallback where not.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ezpz import torch_private
-from ezpz.torch_private import PRIVATE_NAMES
+from ezpz.primitives import torch_private
+from ezpz.primitives.torch_private import PRIVATE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ def test_every_private_name_the_code_uses_is_listed_where_it_is_used():
     listed = {(part, where) for p in PRIVATE_NAMES for part in _parts(p) for where in p.where}
     unlisted = sorted(f"{name} in {where}" for name, files in _used().items() if name not in NOT_TORCH
                       for where in files if (name, where) not in listed)
-    assert not unlisted, (f"private names used but not in ezpz.torch_private.PRIVATE_NAMES: {unlisted}; "
+    assert not unlisted, (f"private names used but not in ezpz.primitives.torch_private.PRIVATE_NAMES: {unlisted}; "
                           "add each with its fallback (or, if it is not torch's, to NOT_TORCH here)")
 
 
@@ -120,7 +120,7 @@ def test_every_listed_name_is_used_where_the_list_says():
     used = _used()
     stale = [f"{p.name} in {w}" for p in PRIVATE_NAMES for w in p.where for part in _parts(p)
              if w not in used.get(part, ())]
-    assert not stale, f"listed in ezpz.torch_private.PRIVATE_NAMES but not used there: {stale}"
+    assert not stale, f"listed in ezpz.primitives.torch_private.PRIVATE_NAMES but not used there: {stale}"
     assert set().union(*map(_parts, PRIVATE_NAMES)).isdisjoint(NOT_TORCH)
 
 
@@ -214,7 +214,7 @@ def test_presence_on_this_torch_is_as_listed(entry, gloo_group):
     expected = RELEASE not in entry.absent_in and (entry.builds != "CUDA builds" or CUDA_BUILD)
     assert PRESENT[entry.name](gloo_group) == expected, (
         f"torch {torch.__version__} {'has' if not expected else 'lacks'} {entry.name}, "
-        f"which ezpz.torch_private.PRIVATE_NAMES records otherwise (fallback: {entry.fallback})")
+        f"which ezpz.primitives.torch_private.PRIVATE_NAMES records otherwise (fallback: {entry.fallback})")
 
 
 def test_profiler_enabled_answers_on_this_torch_and_falls_back_to_on(monkeypatch):
@@ -260,7 +260,7 @@ def test_backend_and_gloo_threads_on_this_torch_and_without_the_names(gloo_group
 
 def test_quiesce_runs_or_says_why_not_and_recognises_gloo_by_its_public_name(gloo_group, monkeypatch):
     """Whether every worker is seen is test_gloo_quiesce's (two ranks); here: it runs, or is skipped saying why."""
-    from ezpz import gloo_quiesce
+    from ezpz.primitives import gloo_quiesce
 
     report = gloo_quiesce.quiesce(torch, gloo_group, deadline_s=2.0)
     if torch_private.tls_stash() is None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import ezpz
 from ezpz.decisions import Decision
-from ezpz.explain import Explanation
+from ezpz.decisions import Explanation
 from ezpz.testing import recorded_build
 from ezpz.startup.threads import ThreadFacts, choose_threads
 

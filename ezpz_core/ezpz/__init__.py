@@ -16,7 +16,7 @@ from typing import Any
 
 __version__ = "1.0.0"  # = pyproject.toml; 1.x sorts above the unrelated PyPI "ezpz" 0.1.x
 
-from ezpz.markers import hookimpl  # noqa: E402  ``@ezpz.hookimpl`` marks a plugin's hook implementations
+from ezpz.primitives.markers import hookimpl  # noqa: E402  ``@ezpz.hookimpl`` marks a plugin's hook implementations
 
 from ezpz import hooks  # noqa: E402  (needs hookimpl defined for the built-ins)
 

@@ -15,10 +15,10 @@ from typing import Any
 import attrs
 from attrs import field
 
-from ezpz._convert import as_dict, as_tuple
+from ezpz.primitives.converters import as_dict, as_tuple
 from ezpz.errors import ConfigError, UnavailableError
-from ezpz.frozen_records import frozen
-from ezpz.settings import COMPILE_BACKENDS, COMPILE_CHOICES, parse_compile_request
+from ezpz.primitives.frozen_records import frozen
+from ezpz.inputs.settings import COMPILE_BACKENDS, COMPILE_CHOICES, parse_compile_request
 
 __all__ = [
     "ALWAYS_AVAILABLE",

@@ -8,8 +8,8 @@ from typing import Any
 import attrs
 from attrs import field
 
-from ezpz._convert import as_dict, as_tuple
-from ezpz.frozen_records import frozen
+from ezpz.primitives.converters import as_dict, as_tuple
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["Alternative", "DeviceCandidate", "LaunchEnv", "ProbeReport", "Rejection", "TorchBuild", "parse_release"]
 

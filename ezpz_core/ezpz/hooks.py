@@ -16,14 +16,14 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
-from ezpz import _log
+from ezpz.primitives import logger as _log
 from ezpz.errors import ConfigError, SetupError, UnavailableError
 from ezpz.plugin_host.host import PluginHost, load_plugins
-from ezpz.settings import PluginSettings, SetupSettings
+from ezpz.inputs.settings import PluginSettings, SetupSettings
 
 if TYPE_CHECKING:  # imported where used: `import ezpz` only discovers plugins
     from ezpz.decisions import SetupPlan
-    from ezpz.explain import Explanation
+    from ezpz.decisions import Explanation
     from ezpz.facts import TorchBuild
     from ezpz.runtime import Runtime
 
@@ -155,7 +155,7 @@ def setup(
     hooks, build = Hooks(_host), probe_torch_build()
     the_plan = hooks.watched(lambda: plan_setup(hooks, settings, env, build))  # one hand-off for all its hooks
     _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
-    failures.install_for_setup(the_plan, settings, hooks)  # from here on, an abnormal end leaves a record
+    failures.install_for_setup(the_plan, settings, hooks.failure_signatures)  # from here on, an abnormal end leaves a record
     log = _log.get_logger("ezpz.setup")
     if the_plan.launch.ignored:  # stale RANK/WORLD_SIZE under a real launcher: said on every rank
         log.warning("launch_variables_ignored", launcher=the_plan.launch.launcher,
@@ -191,7 +191,7 @@ def setup(
         apply_threads(the_plan.threads)
     dev = the_plan.device
     if dev.index is not None:
-        from ezpz.device_module import device_module
+        from ezpz.primitives.device_module import device_module
 
         module = device_module(dev.candidate.device_type)
         set_device = getattr(module, "set_device", None)
@@ -201,7 +201,7 @@ def setup(
 
     existing, adopted = probe_existing_group(), None
     if existing is not None:  # Ray, Lightning, accelerate, DeepSpeed or the user made it: check it, never re-init
-        from ezpz.adoption import adopt_group
+        from ezpz.startup.adoption import adopt_group
 
         adopted = adopt_group(existing, the_plan)
         log.info("process_group_adopted", group=adopted.chosen)
@@ -230,9 +230,10 @@ def setup(
                                 stragglers=_straggler_watch(settings, the_plan) if process_group else None)
     _runtime, _runtime_settings = runtime, settings
     _watch_hangs(runtime, settings)
-    from ezpz.failures import preemption
+    from ezpz.steps import preemption
 
     preemption.install(runtime, grace_s=settings.preempt_grace_s, record=failures.record_event)
+    failures.set_sigterm_gate(preemption)  # from the first rt.step() on, a SIGTERM stops at a step boundary
     log.info("setup_done", device=dev.torch_device, backend=runtime.backend, precision=runtime.amp.dtype,
              launcher=launch.launcher, world_size=launch.world_size, layout=launch.summary)
     hooks.after_setup(runtime)
@@ -240,10 +241,10 @@ def setup(
 
 
 def _watch_hangs(runtime: Runtime, settings: SetupSettings) -> None:
-    """Start the hang watchdog on ``rt.step()``'s clock (:mod:`ezpz.failures.hang_watch`)."""
-    from ezpz.failures import hang_watch
+    """Start the hang watchdog on ``rt.step()``'s clock (:mod:`ezpz.steps.hang_watch`)."""
+    from ezpz.steps import hang_watch
     from ezpz.launch_env.store import this_host
-    from ezpz.settings import HangSettings
+    from ezpz.inputs.settings import HangSettings
 
     launch = runtime.plan.launch
     hang_watch.start(runtime.step_clock, rank=launch.rank, world_size=launch.world_size, host=this_host(launch),
@@ -255,7 +256,7 @@ def _straggler_watch(settings: SetupSettings, plan: Any) -> Any:
     opts, launch, profiling = settings.stragglers, plan.launch, plan.profiling
     if opts is None or opts.every == 0 or launch.world_size < 2:
         return None
-    from ezpz.straggler_watch import StragglerWatch
+    from ezpz.steps.straggler_exchange import StragglerWatch
 
     return StragglerWatch(rank=launch.rank, world_size=launch.world_size, every=opts.every, factor=opts.factor,
                           report_dir=settings.failure_dir, attempt=settings.attempt,
@@ -306,11 +307,11 @@ def teardown() -> None:
     After a preemption (``rt.preempted``), it then exits with status 143 (128 + SIGTERM).
 
     With gloo, call it on every rank after its last collective: it first runs a few tiny all-reduces so that
-    gloo's worker threads let go of the last ones (:mod:`ezpz.gloo_quiesce`), bounded by a short timeout, and
+    gloo's worker threads let go of the last ones (:mod:`ezpz.primitives.gloo_quiesce`), bounded by a short timeout, and
     skipped while an exception is propagating (peers may then be inside another collective).
     """
     global _runtime, _runtime_settings
-    from ezpz.failures import hang_watch
+    from ezpz.steps import hang_watch
 
     hang_watch.stop()  # first: a slow teardown collective is no stalled step
     if _runtime is not None and _runtime.process_group and _runtime.owns_process_group:
@@ -328,7 +329,7 @@ def teardown() -> None:
             del os.environ[key]
     _applied_env.clear()
     from ezpz.failures.capture import uninstall as stop_capturing_failures
-    from ezpz.failures.preemption import uninstall as stop_preemption
+    from ezpz.steps.preemption import uninstall as stop_preemption
 
     stop_preemption()
     stop_capturing_failures()
@@ -336,7 +337,7 @@ def teardown() -> None:
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)
     if preempted:  # SIGTERM, and the ranks stopped at the agreed step: the status a scheduler expects
-        from ezpz.preemption import PREEMPTED_STATUS
+        from ezpz.steps.preemption import PREEMPTED_STATUS
 
         raise SystemExit(PREEMPTED_STATUS)
 
@@ -349,7 +350,7 @@ def _quiesce_gloo(torch: Any, dist: Any) -> None:
                   "rank, and its peers may be inside another collective")
         time.sleep(0.02)  # still: a worker waiting only for the GIL can drop its collective now
         return
-    from ezpz.gloo_quiesce import quiesce
+    from ezpz.primitives.gloo_quiesce import quiesce
 
     report = quiesce(torch, dist.group.WORLD)
     (log.debug if report.done or not report.attempted else log.warning)(

@@ -23,7 +23,7 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ezpz.markers import hookspec
+from ezpz.primitives.markers import hookspec
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy

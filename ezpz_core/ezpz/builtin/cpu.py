@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from typing import TYPE_CHECKING, Any
 
-from ezpz.markers import hookimpl
+from ezpz.primitives.markers import hookimpl
 
 if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
     from ezpz.compiling import CompilePolicy

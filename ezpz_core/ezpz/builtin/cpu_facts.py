@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from attrs import field
 
-from ezpz._convert import as_frozenset
-from ezpz.frozen_records import frozen
+from ezpz.primitives.converters import as_frozenset
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["CpuFacts"]
 

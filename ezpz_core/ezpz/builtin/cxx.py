@@ -14,7 +14,7 @@ Recorded facts (public sources, torch 2.13 source):
 
 The probe runs ``<cxx> --version`` with a timeout, exactly the test torch
 applies; the policy is a pure function of its result. A compiler that passed
-is remembered once per process and on disk (:mod:`ezpz.user_cache`, kind
+is remembered once per process and on disk (:mod:`ezpz.primitives.user_cache`, kind
 ``probes``), keyed by the compiler's path and the ``stat`` of the file it
 resolves to (modification time, size, inode, device), so later processes, and
 every rank of a job, skip the fork and exec while that binary is unchanged.
@@ -33,7 +33,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompileOption
@@ -79,7 +79,7 @@ def _stamp(path: str) -> list[object] | None:
 
 def _remembered(compiler: str, platform: str, path: str, use_disk: bool) -> tuple[CxxFacts | None, object]:
     """The facts of an earlier passing probe of this very binary, and the key to store a new one under."""
-    from ezpz import user_cache
+    from ezpz.primitives import user_cache
 
     where = user_cache.cache_dir("probes") if use_disk else None
     key = {"compiler": compiler, "platform": platform, "stamp": _stamp(path)}
@@ -102,7 +102,7 @@ def _run_version(compiler: str, platform: str, use_disk: bool = True, writer: bo
         return known
     facts = _run(compiler, platform, path)
     if store is not None and facts.works and writer:
-        from ezpz import user_cache
+        from ezpz.primitives import user_cache
 
         file, key = store  # type: ignore[misc]
         user_cache.write_json(file, {"key": key, "version": facts.version})
@@ -125,7 +125,7 @@ def _run(compiler: str, platform: str, path: str) -> CxxFacts:
 
 def probe_cxx(environ: Mapping[str, str] | None = None, platform: str | None = None) -> CxxFacts:
     """Find the compiler Inductor would use and check it runs (once per process per compiler)."""
-    from ezpz.settings import is_first_rank, parse_bool
+    from ezpz.inputs.settings import is_first_rank, parse_bool
 
     env = os.environ if environ is None else environ
     plat = platform or sys.platform

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from typing import TYPE_CHECKING
 
-from ezpz.markers import hookimpl
+from ezpz.primitives.markers import hookimpl
 
 if TYPE_CHECKING:
     from ezpz.facts import LaunchEnv

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["MpsFacts"]
 

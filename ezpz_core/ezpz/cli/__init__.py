@@ -22,7 +22,7 @@ import ezpz
 from ezpz.cli import doctor, kill, launch, plugins, smoke
 from ezpz.cli._util import err
 from ezpz.errors import ConfigError, EzpzError
-from ezpz.redact import ScrubFilter
+from ezpz.primitives.redact import ScrubFilter
 
 __all__ = ["build_parser", "main"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import attrs
 
-from ezpz.redact import REDACTED, is_secret, redacted_names
-from ezpz.redact import scrub as _scrub
+from ezpz.primitives.redact import REDACTED, is_secret, redacted_names
+from ezpz.primitives.redact import scrub as _scrub
 
 __all__ = ["REDACTED", "err", "is_secret", "jsonable", "relevant_env", "scrub", "table"]
 
@@ -23,7 +23,7 @@ _NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", 
 
 
 def err(*parts: object) -> None:
-    """A line for the user on stderr, secrets scrubbed (:mod:`ezpz.redact`)."""
+    """A line for the user on stderr, secrets scrubbed (:mod:`ezpz.primitives.redact`)."""
     print(_scrub(" ".join(str(p) for p in parts)), file=sys.stderr, flush=True)
 
 
@@ -36,7 +36,7 @@ def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def scrub(text: str, environ: Mapping[str, str]) -> str:
-    """Remove secrets from ``text`` (see :mod:`ezpz.redact`): values, URL user-info, secret query parameters."""
+    """Remove secrets from ``text`` (see :mod:`ezpz.primitives.redact`): values, URL user-info, secret query parameters."""
     return _scrub(text, environ)
 
 

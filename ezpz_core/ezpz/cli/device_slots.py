@@ -32,7 +32,7 @@ def planned_device_slots(environ: Mapping[str, str]) -> DeviceSlots:
                        why=f"{cand.count} {cand.device_type} device(s) per node ({cand.vendor})")
 
 
-#: What Kubeflow, PAI and SkyPilot tell a node's entry point about the ranks it is to start (ezpz.node_jobs).
+#: What Kubeflow, PAI and SkyPilot tell a node's entry point about the ranks it is to start (ezpz.launch_env.node_jobs).
 _NODE_JOB_PREFIXES = ("PET_", "SKYPILOT_")
 _NODE_JOB_NAMES = frozenset({"NPROC_PER_NODE", "RANK", "WORLD_SIZE"})
 

@@ -15,7 +15,7 @@ from ezpz.cli._util import jsonable, relevant_env, scrub, table
 from ezpz.cli.plugins import plugin_rows
 from ezpz.cli.versions import distribution_rows, text_lines, version_problems
 from ezpz.errors import ConfigError, EzpzError
-from ezpz.explain import Explanation
+from ezpz.decisions import Explanation
 
 __all__ = ["add_parser", "collect", "run"]
 

@@ -88,7 +88,7 @@ def _hosts(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, .
             return hosts_from_nodelist(environ[var].strip(), var)
     nodefile = environ.get("PBS_NODEFILE", "").strip()
     if nodefile:
-        from ezpz.hostlist import hosts_from_file
+        from ezpz.inputs.hostlist import hosts_from_file
 
         return hosts_from_file(nodefile, "PBS_NODEFILE")
     raise ConfigError(name="--all-nodes", value="", expected="a Slurm or PBS job, or --hostfile",

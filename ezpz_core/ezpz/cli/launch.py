@@ -31,7 +31,7 @@ from ezpz.errors import ConfigError
 from ezpz.launch_drivers import LaunchPlan, prepare
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
 from ezpz.launch_drivers.run import run as run_command
-from ezpz.settings import seconds_in_range
+from ezpz.inputs.settings import seconds_in_range
 
 __all__ = ["GRACE_RANGE_S", "add_launch_flags", "add_parser", "add_supervision_flags", "describe", "execute", "run",
            "supervised"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from ezpz.cli._util import table
 from ezpz.plugin_host.host import PluginHost
-from ezpz.redact import scrub
+from ezpz.primitives.redact import scrub
 
 __all__ = ["add_parser", "driver_rows", "plugin_rows", "run"]
 

@@ -22,7 +22,7 @@ from ezpz.cli.launch import add_launch_flags, describe, execute
 from ezpz.cli.device_slots import planned_device_slots
 from ezpz.launch_drivers import Command, LaunchPlan, Layout, prepare
 from ezpz.launch_drivers.base import Allocation
-from ezpz.redact import scrub
+from ezpz.primitives.redact import scrub
 
 __all__ = ["add_parser", "run"]
 

@@ -32,7 +32,7 @@ from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
 from ezpz.launch_drivers.retry import AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts
 from ezpz.launch_drivers.straggler_report import ReportFollower, chart_lines, chart_svg, summary_lines
-from ezpz.straggler_watch import REPORT_NAME
+from ezpz.steps.straggler_exchange import REPORT_NAME
 
 __all__ = ["AUTO_RETRY_TIMEOUT_S", "BACKOFF_CAP_S", "default_job_dir", "new_launch_id", "supervise"]
 

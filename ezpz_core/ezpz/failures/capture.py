@@ -26,26 +26,43 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ezpz import _log
+from ezpz.primitives import logger as _log
 
 if TYPE_CHECKING:  # classify/record/signatures load when a rank fails, not on every setup()
     from ezpz.failures.classify import Classified
     from ezpz.failures.record import FailureRecord
     from ezpz.failures.signatures import FailureSignature
-    from ezpz.plugin_host.calls import Hooks
     from ezpz.decisions import SetupPlan
-    from ezpz.settings import SetupSettings
+    from ezpz.inputs.settings import SetupSettings
 
-__all__ = ["ROLL_CALL_GRACE_S", "install", "install_for_setup", "installed", "record_event", "record_exception",
-           "uninstall"]
+__all__ = ["ROLL_CALL_GRACE_S", "SigtermGate", "install", "install_for_setup", "installed", "record_event",
+           "record_exception", "set_sigterm_gate", "uninstall"]
 
 ROLL_CALL_GRACE_S = 5.0
 """How long a failing rank waits for the others to report in, at most (and at most a quarter of the timeout)."""
 
 _state: dict[str, Any] = {}
 _CATCH = (signal.SIGTERM,)
+
+
+class SigtermGate(Protocol):
+    """Who decides whether a SIGTERM is a preemption (:mod:`ezpz.steps.preemption`, set by ``setup()``)."""
+
+    def requested(self) -> bool:
+        """Whether a preemption was already requested on this rank."""
+
+    def take_signal(self, how: str) -> bool:
+        """Take the signal as a preemption request; False when it must end the rank now."""
+
+
+def set_sigterm_gate(gate: SigtermGate | None) -> None:
+    """Let ``gate`` turn a SIGTERM into a stop at a step boundary (None: a SIGTERM ends the rank, recorded)."""
+    if gate is None:
+        _state.pop("sigterm_gate", None)
+    else:
+        _state["sigterm_gate"] = gate
 
 
 class _Capture:
@@ -94,12 +111,13 @@ def install(*, rank: int, world_size: int, host: str, attempt: int, directory: s
                 _state.setdefault("signals", {})[sig] = previous
 
 
-def install_for_setup(plan: SetupPlan, settings: SetupSettings, hooks: Hooks) -> None:
+def install_for_setup(plan: SetupPlan, settings: SetupSettings,
+                      signatures: Callable[[], Sequence[FailureSignature]]) -> None:
     """:func:`install` with what ``setup()`` knows: the plan's rank and layout, the attempt, the plugins' signatures."""
     from ezpz.launch_env.store import this_host
 
     install(rank=plan.launch.rank, world_size=plan.launch.world_size, host=this_host(plan.launch),
-            attempt=settings.attempt, directory=settings.failure_dir, signatures=hooks.failure_signatures,
+            attempt=settings.attempt, directory=settings.failure_dir, signatures=signatures,
             timeout_s=plan.timeout_s)
 
 
@@ -113,6 +131,7 @@ def uninstall() -> None:
             if signal.getsignal(sig) is _on_signal:
                 signal.signal(sig, previous)
     _state.pop("capture", None)
+    _state.pop("sigterm_gate", None)
 
 
 def record_exception(exc: BaseException) -> FailureRecord | None:
@@ -126,10 +145,10 @@ def record_exception(exc: BaseException) -> FailureRecord | None:
     if cap is None:
         return None
     from ezpz.failures.classify import Classified, classify_exception
-    from ezpz.failures.preemption import requested
 
     found = classify_exception(exc, cap.signatures)
-    if requested() and found.kind not in ("code_error", "oom"):  # a collective its preempted peers left
+    gate: SigtermGate | None = _state.get("sigterm_gate")
+    if gate is not None and gate.requested() and found.kind not in ("code_error", "oom"):  # a collective its preempted peers left
         return _write(cap, Classified("preempted", f"SIGTERM (preemption): the step could not complete: "
                                       f"{found.first_line}", found.exception_type, "preempted: " + found.how), (), ())
     missing_ranks: tuple[int, ...] = tuple(getattr(exc, "missing_ranks", ()) or ())
@@ -219,12 +238,11 @@ def _excepthook(etype: type[BaseException], value: BaseException, tb: TracebackT
 
 
 def _on_signal(signum: int, _frame: Any) -> None:
-    if signum == signal.SIGTERM:
-        from ezpz.failures import preemption
-
+    gate: SigtermGate | None = _state.get("sigterm_gate")
+    if signum == signal.SIGTERM and gate is not None:
         # a step loop: stop at the agreed step boundary. Later SIGTERMs change nothing (a launcher and the
         # scheduler may both send one); EZPZ_PREEMPT_GRACE bounds the rank's end
-        if preemption.requested() or preemption.take_signal("SIGTERM"):
+        if gate.requested() or gate.take_signal("SIGTERM"):
             return
     cap: _Capture | None = _state.get("capture")
     if cap is not None and not cap.done:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from ezpz.failures.signatures import FailureSignature, match_text
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["Classified", "classify_exception", "exception_chain"]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from attrs import field
 
-from ezpz.atomic_file import write_json_atomically
-from ezpz.frozen_records import frozen
+from ezpz.primitives.atomic_file import write_json_atomically
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["KINDS", "MAX_RECORD_BYTES", "FailureRecord", "Skipped", "read_failures", "read_failures_verbose",
            "write_failure"]
@@ -27,8 +27,8 @@ __all__ = ["KINDS", "MAX_RECORD_BYTES", "FailureRecord", "Skipped", "read_failur
 KINDS = ("code_error", "lost_peer", "timeout", "oom", "signal", "hang", "preempted")
 """``code_error``: the user's code raised; ``lost_peer``: a peer went away; ``timeout``: a collective or the
 rendezvous ran past ``EZPZ_TIMEOUT``; ``oom``: out of (device or host) memory; ``signal``: SIGTERM/SIGINT;
-``hang``: a training step ran past its hang budget (:mod:`ezpz.hang_budget`); ``preempted``: SIGTERM, and the
-ranks stopped after an agreed step (:mod:`ezpz.failures.preemption`)."""
+``hang``: a training step ran past its hang budget (:mod:`ezpz.steps.hang_budget`); ``preempted``: SIGTERM, and the
+ranks stopped after an agreed step (:mod:`ezpz.steps.preemption`)."""
 MAX_RECORD_BYTES = 64 * 1024
 _MAX_LINE = 500
 _MAX_PEERS = 4096
@@ -46,7 +46,7 @@ def _non_negative(_inst: Any, attr: Any, value: int) -> None:
 
 
 def _line(value: object) -> str:
-    from ezpz.redact import scrub
+    from ezpz.primitives.redact import scrub
 
     text = str(value).strip().splitlines()
     return scrub(text[0] if text else "")[:_MAX_LINE]
@@ -54,7 +54,7 @@ def _line(value: object) -> str:
 
 @frozen(kw_only=True)
 class FailureRecord:
-    """What one rank knew when it ended abnormally. ``first_line`` is scrubbed of secrets (:mod:`ezpz.redact`)."""
+    """What one rank knew when it ended abnormally. ``first_line`` is scrubbed of secrets (:mod:`ezpz.primitives.redact`)."""
 
     rank: int = field(validator=_non_negative)
     host: str
@@ -161,7 +161,7 @@ def read_failures(directory: str | os.PathLike[str]) -> list[FailureRecord]:
     (``failure_record_skipped``; :func:`read_failures_verbose` returns them instead)."""
     records, skipped = read_failures_verbose(directory)
     if skipped:
-        from ezpz._log import get_logger
+        from ezpz.primitives.logger import get_logger
 
         log = get_logger("ezpz.failures")
         for bad in skipped:

@@ -18,7 +18,7 @@ from typing import Any
 from attrs import field
 
 from ezpz.failures.record import KINDS
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["FailureSignature", "Match", "match_text"]
 

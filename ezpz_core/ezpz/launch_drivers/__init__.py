@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from attrs import field
 
 from ezpz.errors import ConfigError
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.base import UNKNOWN_DEVICES, Allocation, Command, DeviceSlots, Launcher, Layout, Match
 from ezpz.launch_drivers.grant import granted as granted_tasks
 from ezpz.launch_drivers.grant import use_grant

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from attrs import field
 
 from ezpz.errors import ConfigError
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["HostPool", "active_hosts_wanted", "split_allocation"]
 

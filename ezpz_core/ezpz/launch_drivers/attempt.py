@@ -38,7 +38,7 @@ from typing import IO
 
 from attrs import field
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.base import Command
 from ezpz.launch_drivers.marked import marked_processes
 from ezpz.launch_drivers.run import exit_code

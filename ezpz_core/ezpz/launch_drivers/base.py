@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from attrs import field
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["Allocation", "Command", "DeviceSlots", "Launcher", "Layout", "Match"]
 

@@ -97,7 +97,7 @@ class Mpiexec:
         return Match(True, f"{where}; mpiexec is on PATH ({path})")
 
     def allocation(self, environ: Mapping[str, str]) -> Allocation:
-        from ezpz.hostlist import hosts_from_file
+        from ezpz.inputs.hostlist import hosts_from_file
 
         nodefile = environ.get("PBS_NODEFILE", "").strip()
         if not nodefile:

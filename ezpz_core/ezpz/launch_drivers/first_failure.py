@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["FIRST_FAILURE_REPORTS", "FirstFailure", "FirstFailureReport", "first_failure"]
 

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from ezpz.errors import ConfigError
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["Grant", "granted", "node_job_grant", "pbs_grant", "slurm_grant", "use_grant"]
 
@@ -54,7 +54,7 @@ def slurm_grant(environ: Mapping[str, str]) -> Grant | None:
     """The tasks a Slurm allocation grants (None outside one)."""
     if not (environ.get("SLURM_JOB_ID", "").strip() or environ.get("SLURM_JOBID", "").strip()):
         return None
-    from ezpz.hostlist import parse_tasks_per_node
+    from ezpz.inputs.hostlist import parse_tasks_per_node
 
     ntasks = _int(environ, "SLURM_NTASKS") or _int(environ, "SLURM_NPROCS")
     per_node = _int(environ, "SLURM_NTASKS_PER_NODE")
@@ -101,7 +101,7 @@ def pbs_grant(environ: Mapping[str, str]) -> Grant | None:
 
 
 def node_job_grant(environ: Mapping[str, str]) -> Grant | None:
-    """Kubeflow, PAI or SkyPilot (:mod:`ezpz.node_jobs`): the nodes and processes per node they ask for."""
+    """Kubeflow, PAI or SkyPilot (:mod:`ezpz.launch_env.node_jobs`): the nodes and processes per node they ask for."""
     from ezpz.launch_drivers.node_torchrun import node_job
 
     try:

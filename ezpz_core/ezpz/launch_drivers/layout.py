@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 
 from ezpz.errors import ConfigError
-from ezpz.hostlist import hosts_from_file
+from ezpz.inputs.hostlist import hosts_from_file
 from ezpz.launch_drivers.base import Allocation, Layout
 
 __all__ = ["hostfile_allocation", "hosts_from_nodelist", "resolve_layout"]
@@ -14,7 +14,7 @@ __all__ = ["hostfile_allocation", "hosts_from_nodelist", "resolve_layout"]
 
 def hosts_from_nodelist(text: str, name: str) -> tuple[str, ...]:
     """The hosts of a Slurm node list held by variable ``name``; ConfigError naming ``name`` otherwise."""
-    from ezpz.hostlist import expand_nodelist
+    from ezpz.inputs.hostlist import expand_nodelist
 
     try:
         return tuple(dict.fromkeys(h for h in expand_nodelist(text) if h))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attrs import field
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["LAUNCHER_PID_VAR", "MARKER", "MarkedProcess", "ancestors", "launcher_of", "marked_processes", "rank_of"]
 

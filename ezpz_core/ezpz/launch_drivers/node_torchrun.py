@@ -1,6 +1,6 @@
 """torchrun on one node of a job whose scheduler starts one process per node (Kubeflow, PAI, SkyPilot).
 
-The scheduler's variables (:mod:`ezpz.node_jobs`) give ``--nnodes``,
+The scheduler's variables (:mod:`ezpz.launch_env.node_jobs`) give ``--nnodes``,
 ``--node-rank``, ``--master-addr`` and ``--master-port``; ``--nproc-per-node``
 is what the scheduler asked for, else one per accelerator (or ``--ppn``).
 Every node runs ``ezpz launch`` with the same arguments and gets its own line.
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from ezpz.errors import ConfigError
 from ezpz.launch_drivers.base import Command, Layout, Match
-from ezpz.node_jobs import NodeJob, find_node_job, under_torchrun
+from ezpz.launch_env.node_jobs import NodeJob, find_node_job, under_torchrun
 
 __all__ = ["node_job", "node_job_command", "node_job_match"]
 

@@ -34,7 +34,7 @@ def scan_drivers() -> list[Any]:
 
     from ezpz.plugin_host import ep_cache
     from ezpz.plugin_host.entry_points import scan
-    from ezpz.settings import is_first_rank, parse_bool
+    from ezpz.inputs.settings import is_first_rank, parse_bool
 
     eps = ep_cache.entry_points(GROUP, enabled=parse_bool(os.environ, "EZPZ_CACHE", default=True),
                                 write=is_first_rank(os.environ))

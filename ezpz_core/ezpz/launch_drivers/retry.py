@@ -43,7 +43,7 @@ from attrs import field
 
 from ezpz.failures.record import FailureRecord
 from ezpz.failures.signatures import FailureSignature
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.first_failure import FirstFailure
 
 __all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits", "records_name_hosts"]

@@ -38,7 +38,7 @@ class Flux:
         return Match(False, "not in a Flux instance (FLUX_URI, FLUX_ENCLOSING_ID and FLUX_JOB_ID are not set)")
 
     def allocation(self, environ: Mapping[str, str]) -> Allocation:
-        from ezpz.hostlist import expand_nodelist
+        from ezpz.inputs.hostlist import expand_nodelist
         from ezpz.probes.flux import resource_nodelist
 
         found = resource_nodelist(environ)
@@ -78,7 +78,7 @@ class Jsrun:
         return Match(True, f"LSF job {job} (LSB_JOBID is set); jsrun is on PATH ({path})")
 
     def allocation(self, environ: Mapping[str, str]) -> Allocation:
-        from ezpz.hostlist import rankfile_hosts
+        from ezpz.inputs.hostlist import rankfile_hosts
 
         path = _get(environ, "LSB_DJOB_RANKFILE")
         if not path:

@@ -1,7 +1,7 @@
 """The straggler report for ``ezpz launch``: followed during an attempt, printed and charted at the end.
 
 Rank 0 of the job rewrites ``<failure dir>/stragglers.json`` at every report
-(:mod:`ezpz.straggler_watch`). :class:`ReportFollower` reads it about once a
+(:mod:`ezpz.steps.straggler_exchange`). :class:`ReportFollower` reads it about once a
 second while the attempt runs, says on stderr when the named stragglers
 change, and (``--replace-stragglers M`` under ``--auto-retry``) asks to end the
 attempt when one host has been a straggler in M consecutive reports. At the

@@ -3,7 +3,7 @@
 Everything here is a pure function of the environment mapping it is given
 (hostfiles named by a variable are the only files read). The detectors and
 their order are in :mod:`ezpz.launch_env.detectors`; the rendezvous in
-:mod:`ezpz.launch_env.rendezvous`; host lists in :mod:`ezpz.hostlist`.
+:mod:`ezpz.launch_env.rendezvous`; host lists in :mod:`ezpz.inputs.hostlist`.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ def detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
 
 
 def __getattr__(name: str) -> object:
-    """``expand_nodelist`` and ``read_hostfile`` from :mod:`ezpz.hostlist`, imported only when a host list is read."""
+    """``expand_nodelist`` and ``read_hostfile`` from :mod:`ezpz.inputs.hostlist`, imported only when a host list is read."""
     if name in ("expand_nodelist", "read_hostfile"):
-        from ezpz import hostlist
+        from ezpz.inputs.files import hostlist
 
         return getattr(hostlist, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ are inherited by everything started inside it):
 7. ``pmix``: PMIX_RANK alone; srun --mpi=pmix also sets it, so before Slurm.
 8. ``slurm``: tasks of an srun job step (not a batch script).
 9. ``node``: one process per node under Kubeflow (PET_*, or PyTorchJob v1's RANK/WORLD_SIZE in a pod),
-   Alibaba PAI (WORLD_SIZE counts nodes) or SkyPilot (:mod:`ezpz.node_jobs`); before ``env``, whose
+   Alibaba PAI (WORLD_SIZE counts nodes) or SkyPilot (:mod:`ezpz.launch_env.node_jobs`); before ``env``, whose
    RANK/WORLD_SIZE these schedulers set with another meaning.
 10. ``env``: RANK/WORLD_SIZE set by hand or by a wrapper script, when no launcher above matched.
 11. ``single``: none of the above; one process.
@@ -37,7 +37,7 @@ import attrs
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import Alternative, LaunchEnv
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_env._parse import get, parse_int
 from ezpz.launch_env.conflicts import reconcile
 from ezpz.launch_env.torch_env import detect_env, detect_pmix, detect_torchrun
@@ -104,7 +104,7 @@ def _slurm() -> Detector:
 
 
 def _node_job() -> Detector:
-    from ezpz.launch_env.node_job import detect_node_job
+    from ezpz.launch_env.node_jobs import detect_node_job
 
     return detect_node_job
 

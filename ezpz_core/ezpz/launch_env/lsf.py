@@ -30,7 +30,7 @@ def _hosts(environ: Mapping[str, str]) -> list[str] | None:
     path = get(environ, "LSB_DJOB_RANKFILE")
     if path is None:
         return None
-    from ezpz.hostlist import rankfile_hosts  # only under LSF with a rank file
+    from ezpz.inputs.hostlist import rankfile_hosts  # only under LSF with a rank file
 
     try:
         return rankfile_hosts(path)

@@ -89,7 +89,7 @@ def _pals_derived_size(environ: Mapping[str, str], marker: str) -> LaunchEnv:
             "size, and without the node file the number of nodes is unknown",
             fix="export PALS_SIZE=<ranks in all> (or WORLD_SIZE) to every rank, or run inside the PBS job",
         )
-    from ezpz.hostlist import read_hostfile  # only under PALS without a size, to count the nodes
+    from ezpz.inputs.hostlist import read_hostfile  # only under PALS without a size, to count the nodes
 
     try:
         nodes = len(dict.fromkeys(read_hostfile(path)))

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from ezpz import _log
+from ezpz.primitives import logger as _log
 from ezpz.launch_env.pmi import PmiClient
 
 __all__ = ["finalize_now", "mpi_initialized_in_process", "release_at_exit"]

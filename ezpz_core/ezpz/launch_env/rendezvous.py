@@ -16,7 +16,7 @@ import attrs
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
-from ezpz.ports import DEFAULT_PORT, PORT_RANGE, derive_port
+from ezpz.launch_env.ports import DEFAULT_PORT, PORT_RANGE, derive_port
 
 __all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous"]
 
@@ -92,7 +92,7 @@ def _port(environ: Mapping[str, str], ident: tuple[str, str] | None) -> tuple[in
 
 def _hosts_from(kind: str, name: str, value: str) -> list[str]:
     try:
-        from ezpz.hostlist import expand_nodelist, rankfile_hosts, read_hostfile  # only when a host list is read
+        from ezpz.inputs.hostlist import expand_nodelist, rankfile_hosts, read_hostfile  # only when a host list is read
 
         if kind == "nodelist":
             hosts = expand_nodelist(value)

@@ -59,7 +59,7 @@ def detect_slurm(environ: Mapping[str, str]) -> LaunchEnv | str:
     nodes = first_int(environ, ("SLURM_STEP_NUM_NODES", "SLURM_NNODES"), minimum=1)
     tpn_var = next((n for n in _TPN_VARS if get(environ, n) is not None), None)
     if tpn_var is not None:
-        from ezpz.hostlist import parse_tasks_per_node  # only under Slurm, with a tasks-per-node list
+        from ezpz.inputs.hostlist import parse_tasks_per_node  # only under Slurm, with a tasks-per-node list
 
         groups = parse_tasks_per_node(tpn_var, get(environ, tpn_var) or "")
         count = sum(reps for _, reps in groups)

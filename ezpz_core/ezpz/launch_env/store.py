@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ezpz import _log
+from ezpz.primitives import logger as _log
 from ezpz.errors import JobMismatchError, RendezvousError, RendezvousTimeoutError
 from ezpz.facts import LaunchEnv
 
@@ -48,7 +48,7 @@ GRACE_S = 5.0
 """How long past the timeout ``setup()`` waits for torch to raise its own error before raising one itself."""
 
 EXIT_WAIT_S = 30.0
-"""How long, at exit, the process waits for a store call it stopped waiting for (see :mod:`ezpz.abandoned`)."""
+"""How long, at exit, the process waits for a store call it stopped waiting for (see :mod:`ezpz.primitives.abandoned_threads`)."""
 
 _OWNER = "ezpz/owner"
 _REFUSED = "ezpz/refused"
@@ -86,10 +86,10 @@ def run_bounded(fn: Callable[[], _T], deadline_s: float, on_timeout: Callable[[]
     thread.start()
     thread.join(deadline_s)
     if thread.is_alive():
-        from ezpz.abandoned import abandon
+        from ezpz.primitives.abandoned_threads import abandon
 
         error = on_timeout()
-        # A store call returns once its own timeout passes: let it, before the interpreter finalizes (ezpz.abandoned).
+        # A store call returns once its own timeout passes: let it, before the interpreter finalizes (ezpz.primitives.abandoned_threads).
         abandon(thread, wait_s=EXIT_WAIT_S, must_finish=True, what=f"{getattr(fn, '__qualname__', 'a store call')}")
         raise error
     if "error" in box:
@@ -315,7 +315,7 @@ def connect(launch: LaunchEnv, timeout_s: float, environ: Mapping[str, str] | No
 
 def _attempt(environ: Mapping[str, str]) -> int:
     """The job's attempt (``EZPZ_ATTEMPT`` + torchrun's restart count): each attempt meets under its own prefix."""
-    from ezpz.settings import parse_attempt
+    from ezpz.inputs.settings import parse_attempt
 
     return parse_attempt(environ).number
 

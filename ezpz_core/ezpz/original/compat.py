@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ezpz import hooks
 from ezpz.errors import ConfigError, SetupError
-from ezpz.torch_private import fsdp2
+from ezpz.primitives.torch_private import fsdp2
 
 if TYPE_CHECKING:
     import torch
@@ -220,7 +220,7 @@ def setup_torch(
     if timeout is None and os.environ.get("TORCH_DDP_TIMEOUT", "").strip() and not os.environ.get("EZPZ_TIMEOUT"):
         timeout, timeout_from = os.environ["TORCH_DDP_TIMEOUT"], "TORCH_DDP_TIMEOUT"
     if timeout is not None:  # checked here so the error names where it came from (1 s .. 7 days, as EZPZ_TIMEOUT)
-        from ezpz.settings import TIMEOUT_RANGE_S, seconds_in_range
+        from ezpz.inputs.settings import TIMEOUT_RANGE_S, seconds_in_range
 
         timeout = seconds_in_range(timeout, timeout_from, TIMEOUT_RANGE_S,
                                    fix=f"set {timeout_from} to a number of seconds from 1 to 604800, e.g. 300")
@@ -305,7 +305,7 @@ def get_world_size(*, total: bool = False, in_use: bool = False) -> int:
 def get_num_nodes(hostfile: str | os.PathLike[str] | None = None) -> int:
     """Number of nodes in the job; with ``hostfile``, the distinct hosts listed in that file."""
     if hostfile is not None:
-        from ezpz.hostlist import hosts_from_file
+        from ezpz.inputs.hostlist import hosts_from_file
 
         hosts = hosts_from_file(hostfile, "get_num_nodes(hostfile=...)", required=False) if Path(hostfile).is_file() else ()
         if hosts:

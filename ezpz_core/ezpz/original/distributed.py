@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from ezpz import hooks
-from ezpz.device_module import device_module
+from ezpz.primitives.device_module import device_module
 from ezpz.original.compat import (
     _layout,
     _plan,

@@ -7,7 +7,7 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
-from ezpz.hostlist import hosts_from_file
+from ezpz.inputs.hostlist import hosts_from_file
 
 __all__ = [
     "get_hostfile_with_fallback",
@@ -28,7 +28,7 @@ def get_hostname() -> str:
 
 
 def read_hosts(hostfile: str | os.PathLike[str]) -> list[str]:
-    """The hosts ``hostfile`` names, each once (checked: :func:`ezpz.hostlist.hosts_from_file`); [] when it is not a file.
+    """The hosts ``hostfile`` names, each once (checked: :func:`ezpz.inputs.hostlist.hosts_from_file`); [] when it is not a file.
 
     A file that is there but malformed (a bad host name, too large) raises
     :class:`~ezpz.errors.ConfigError` naming the line.

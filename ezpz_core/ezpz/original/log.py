@@ -18,8 +18,8 @@ handlers all work as usual) with two additions, made on the first call of
 * **rank filter**: with ``rank_zero_only=True`` (the default) records
   below WARNING are dropped on ranks other than 0, unless
   ``EZPZ_LOG_ALL_RANKS`` is on. It is ezpz's one rank filter
-  (:func:`ezpz._log.keeps`), asked when a record is emitted: the rank and
-  the all-ranks switch ``setup()`` recorded (:func:`ezpz._log.log_rank`),
+  (:func:`ezpz.primitives.logger.keeps`), asked when a record is emitted: the rank and
+  the all-ranks switch ``setup()`` recorded (:func:`ezpz.primitives.logger.log_rank`),
   before ``setup()`` the launcher's rank and the environment's switch.
 
 ``import ezpz`` configures nothing; ezpz's own internal events still go
@@ -34,7 +34,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ezpz._log import keeps, log_rank
+from ezpz.primitives.logger import keeps, log_rank
 
 __all__ = ["get_logger", "getLogger", "silence_noisy_loggers"]
 
@@ -48,7 +48,7 @@ _rank_cache: dict[str, int] = {}
 def _env_all_ranks(strict: bool = False) -> bool:
     """``EZPZ_LOG_ALL_RANKS``; a bad value raises only when ``strict`` (get_logger), never while logging."""
     from ezpz.errors import ConfigError
-    from ezpz.settings import parse_bool
+    from ezpz.inputs.settings import parse_bool
 
     try:
         return parse_bool(os.environ, "EZPZ_LOG_ALL_RANKS")
@@ -79,7 +79,7 @@ def _rank_and_all_ranks() -> tuple[int, bool]:
 
 
 class _RankZeroFilter(logging.Filter):
-    """ezpz's rank filter (:func:`ezpz._log.keeps`) on a standard-library logger."""
+    """ezpz's rank filter (:func:`ezpz.primitives.logger.keeps`) on a standard-library logger."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING:  # no rank needed to decide

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ezpz.device_module import device_module
+from ezpz.primitives.device_module import device_module
 
 __all__ = [
     "get_current_memory_allocated",
@@ -117,7 +117,7 @@ def get_memory_metrics(device: Any = None, *, reset_peak: bool = True, prefix: s
     ``EZPZ_TRACK_MEMORY=0``. ``reset_peak`` resets the peaks after reading,
     so the next call covers only what happened in between.
     """
-    from ezpz.settings import parse_bool
+    from ezpz.inputs.settings import parse_bool
 
     if not parse_bool(os.environ, "EZPZ_TRACK_MEMORY", default=True):
         return {}

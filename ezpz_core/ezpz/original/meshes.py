@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ezpz.errors import ConfigError, UnavailableError
-from ezpz.torch_private import backend_for_device, flatten_mesh
+from ezpz.primitives.torch_private import backend_for_device, flatten_mesh
 
 if TYPE_CHECKING:
     from ezpz.runtime import Runtime

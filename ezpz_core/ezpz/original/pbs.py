@@ -75,7 +75,7 @@ def get_pbs_nodefile(jobid: int | str | None = None, *, environ: Mapping[str, st
 
 def get_pbs_nodelist_from_jobid(jobid: int | str, *, environ: Mapping[str, str] | None = None) -> list[str]:
     """The hosts of job ``jobid`` (short names, each once), from its node file."""
-    from ezpz.hostlist import read_hostfile
+    from ezpz.inputs.hostlist import read_hostfile
 
     return list(dict.fromkeys(short_host(h) for h in read_hostfile(get_pbs_nodefile_from_jobid(jobid, environ=environ))))
 
@@ -114,7 +114,7 @@ def build_launch_cmd(ngpus: int | None = None, nhosts: int | None = None, ngpu_p
 def get_pbs_launch_info(hostfile: PathLike | None = None, jobid: int | str | None = None, *,
                         environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``HOSTFILE``, ``HOSTS``, ``NHOSTS``, ``NGPU_PER_HOST``, ``NGPUS``, ``MACHINE``, ``LAUNCH_CMD`` as strings."""
-    from ezpz.hostlist import read_hostfile
+    from ezpz.inputs.hostlist import read_hostfile
     from ezpz.original._launch_cmd import _device_slots
 
     path = os.fspath(hostfile) if hostfile is not None else get_pbs_nodefile(jobid, environ=environ)

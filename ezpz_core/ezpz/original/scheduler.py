@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable, Mapping
 
 from ezpz.errors import ConfigError
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 from ezpz.original.machines import SCHEDULER_OF_MACHINE, machine_of
 
 __all__ = ["ActiveJob", "active_job", "get_active_jobid", "get_machine", "get_nodelist_of_active_job",
@@ -53,7 +53,7 @@ def active_job(environ: Mapping[str, str]) -> ActiveJob | None:
         value = _get(environ, var)
         if value is not None:
             return ActiveJob(name, value.split(".")[0] if name == "PBS" else value, var)
-    from ezpz.node_jobs import find_node_job
+    from ezpz.launch_env.node_jobs import find_node_job
 
     try:
         job, _ = find_node_job(environ)
@@ -117,28 +117,28 @@ def short_host(host: str) -> str:
 
 
 def _pbs_hosts(env: Mapping[str, str]) -> list[str] | None:
-    from ezpz.hostlist import read_hostfile
+    from ezpz.inputs.hostlist import read_hostfile
 
     path = _get(env, "PBS_NODEFILE")
     return None if path is None else list(dict.fromkeys(short_host(h) for h in read_hostfile(path)))
 
 
 def _slurm_hosts(env: Mapping[str, str]) -> list[str] | None:
-    from ezpz.hostlist import expand_nodelist
+    from ezpz.inputs.hostlist import expand_nodelist
 
     text = _get(env, "SLURM_JOB_NODELIST") or _get(env, "SLURM_NODELIST")
     return None if text is None else expand_nodelist(text)
 
 
 def _lsf_hosts(env: Mapping[str, str]) -> list[str] | None:
-    from ezpz.hostlist import rankfile_hosts
+    from ezpz.inputs.hostlist import rankfile_hosts
 
     path = _get(env, "LSB_DJOB_RANKFILE")
     return None if path is None else rankfile_hosts(path)
 
 
 def _flux_hosts(env: Mapping[str, str]) -> list[str] | None:
-    from ezpz.hostlist import expand_nodelist
+    from ezpz.inputs.hostlist import expand_nodelist
     from ezpz.probes.flux import resource_nodelist
 
     found = resource_nodelist(env)

@@ -38,7 +38,7 @@ def get_slurm_running_jobs(*, environ: Mapping[str, str] | None = None) -> list[
 
 def get_nodelist_from_slurm_jobid(jobid: str | int, *, environ: Mapping[str, str] | None = None) -> list[str]:
     """The hosts of job ``jobid`` (``SLURM_JOB_NODELIST`` expanded), when it is this process's job."""
-    from ezpz.hostlist import expand_nodelist
+    from ezpz.inputs.hostlist import expand_nodelist
 
     env = _env(environ)
     active = get_slurm_jobid_of_active_job(environ=env)

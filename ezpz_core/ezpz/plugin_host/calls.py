@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ezpz._log import get_logger
+from ezpz.primitives.logger import get_logger
 from ezpz.errors import ConfigError, PluginError, PluginTimeoutError
 from ezpz.hookspecs import return_type
 from ezpz.plugin_host.deadline import Call, HookTimeout, called, calling, run_watched

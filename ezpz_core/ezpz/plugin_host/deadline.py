@@ -166,7 +166,7 @@ def run_watched(fn: Callable[[], T], timeout_s: float, on_slow: Callable[[Call, 
                 with _start_lock:
                     if _worker is worker:
                         _worker = None
-                from ezpz.abandoned import abandon
+                from ezpz.primitives.abandoned_threads import abandon
 
                 # If the hook returns later, let it before the interpreter finalizes; one stuck for good is left be.
                 abandon(worker.thread, wait_s=2.0, must_finish=False, what=f"{call.plugin}: {call.hook}")

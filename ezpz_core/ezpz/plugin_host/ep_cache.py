@@ -55,7 +55,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ezpz import user_cache
+from ezpz.primitives import user_cache
 
 __all__ = ["GROUPS", "RACY_WINDOW_NS", "cache_dir", "entry_points", "last_status"]
 
@@ -79,7 +79,7 @@ def last_status() -> str:
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
-    """Where the index files live (:func:`ezpz.user_cache.cache_dir`)."""
+    """Where the index files live (:func:`ezpz.primitives.user_cache.cache_dir`)."""
     return user_cache.cache_dir(KIND, environ)
 
 
@@ -212,7 +212,7 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
     """The entry points of ``group`` (one of :data:`GROUPS`) in ``sys.path`` order, as importlib.metadata lists them.
 
     ``enabled`` is ``EZPZ_CACHE`` and ``write`` is false in all but
-    the first rank of a job (:class:`~ezpz.settings.PluginSettings`);
+    the first rank of a job (:class:`~ezpz.inputs.settings.PluginSettings`);
     ``directory`` defaults to :func:`cache_dir`.
     """
     global _status

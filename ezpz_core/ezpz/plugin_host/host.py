@@ -20,10 +20,10 @@ from typing import Literal, NamedTuple
 import pluggy
 
 from ezpz import hookspecs
-from ezpz._log import get_logger
+from ezpz.primitives.logger import get_logger
 from ezpz.errors import ConfigError, PluginError
 from ezpz.plugin_host.names import normalize_dist, normalize_entries
-from ezpz.settings import PluginSettings
+from ezpz.inputs.settings import PluginSettings
 
 __all__ = ["ENTRY_POINT_GROUP", "PluginHost", "PluginRecord"]
 
@@ -213,7 +213,7 @@ class PluginHost:
         old = self.records.get(name) or self._pending.pop(name, None)
         target = target or (old.target if old else name)
         builtin = old.builtin if old else False
-        from ezpz.redact import scrub
+        from ezpz.primitives.redact import scrub
 
         message = scrub(f"{type(error).__name__}: {error}")  # a plugin's message may quote a token
         record = PluginRecord(name=name, target=target, status="failed", builtin=builtin, error=message, stage=stage,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ezpz.plugin_kit.backends import backend_in_build, gloo_fallback, vendor_then_gloo
     from ezpz.plugin_kit.lifecycle import with_ds_accelerator, with_nccl_hang_budget
     from ezpz.plugin_kit.visible import VisibleList, parse_visible_devices
-    from ezpz.settings import parse_bool
+    from ezpz.inputs.settings import parse_bool
 
 __all__ = [
     "VisibleList",
@@ -50,7 +50,7 @@ _LAZY = {
     "parse_visible_devices": "ezpz.plugin_kit.visible",
     "with_ds_accelerator": "ezpz.plugin_kit.lifecycle",
     "with_nccl_hang_budget": "ezpz.plugin_kit.lifecycle",
-    "parse_bool": "ezpz.settings",
+    "parse_bool": "ezpz.inputs.settings",
 }
 
 

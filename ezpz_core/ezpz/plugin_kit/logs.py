@@ -15,6 +15,6 @@ def get_logger(name: str) -> Any:
     rank 0 only unless ``EZPZ_LOG_ALL_RANKS=1``; warnings and errors pass on every rank, tagged with it. It
     configures nothing: the application decides where logs go.
     """
-    from ezpz._log import get_logger as _core_logger
+    from ezpz.primitives.logger import get_logger as _core_logger
 
     return _core_logger(name)

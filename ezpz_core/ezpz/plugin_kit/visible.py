@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from attrs import field
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["VisibleList", "parse_visible_devices"]
 

@@ -12,11 +12,11 @@ from ezpz.plugin_host.calls import Hooks
 from ezpz.startup.environ import snapshot
 from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport, SetupPlan, StepBoundary
 from ezpz.errors import ConfigError, UnavailableError
-from ezpz.explain import Explanation
+from ezpz.decisions import Explanation
 from ezpz.facts import DeviceCandidate, LaunchEnv, Rejection, TorchBuild
 from ezpz.policies import choose_device, refuse_unknown_device_types
 from ezpz.probes.torch_types import unknown_device_types
-from ezpz.settings import SetupSettings
+from ezpz.inputs.settings import SetupSettings
 
 __all__ = ["plan_setup", "explain_plan"]
 
@@ -155,14 +155,14 @@ def _step_decision(plan: SetupPlan) -> tuple[Decision, ...]:
 
 def _hang_decision(settings: SetupSettings, timeout_s: float) -> Decision:
     """The hang-budget policy in force (the learned value is in a ``hang`` failure record, when one is written)."""
-    from ezpz.settings import HangSettings
+    from ezpz.inputs.settings import HangSettings
 
     hang = settings.hang or HangSettings()
     chosen = (f"learned: {hang.factor:g} x p99, floor {hang.floor_s:g}s, after {hang.warmup} steps" if hang.enabled
               else f"off: EZPZ_TIMEOUT {timeout_s:g}s")
     return Decision(topic="hang_budget", chosen=chosen, reason=hang.describe(timeout_s),
                     details={"watchdog": "a daemon thread per rank reads rt.step()'s clock; a step past its budget is "
-                                         "named in a 'hang' failure record (ezpz.failures.hang_watch)"})
+                                         "named in a 'hang' failure record (ezpz.steps.hang_watch)"})
 
 
 def _straggler_decision(plan: SetupPlan, settings: SetupSettings) -> tuple[Decision, ...]:

@@ -102,7 +102,7 @@ def probe_existing_group():  # type: ignore[no-untyped-def]
 
     if not (dist.is_available() and dist.is_initialized()):
         return None
-    from ezpz.adoption import ExistingGroup
+    from ezpz.startup.adoption import ExistingGroup
 
     frameworks = dict.fromkeys(label for module, label in _GROUP_MAKERS if module in sys.modules)
     return ExistingGroup(backend=str(dist.get_backend()), rank=dist.get_rank(), world_size=dist.get_world_size(),

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ezpz.facts import Alternative
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 _SET_BY_EZPZ: list[int] = []  # the count an earlier setup() in this process set, so it is not taken for the user's
 

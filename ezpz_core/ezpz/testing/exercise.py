@@ -9,7 +9,7 @@ import attrs
 
 from ezpz.decisions import AmpPolicy, BackendChoice, DeviceChoice, ProfilingSupport, SetupPlan
 from ezpz.errors import ConfigError
-from ezpz.explain import Explanation
+from ezpz.decisions import Explanation
 from ezpz.facts import DeviceCandidate, LaunchEnv, TorchBuild
 from ezpz.hookspecs import RETURNS, return_type
 from ezpz.testing.hookimpls import Impl, one_line

@@ -13,7 +13,7 @@ from typing import Any
 import pluggy
 
 from ezpz import hookspecs
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 from ezpz.plugin_host.host import ENTRY_POINT_GROUP
 from ezpz.testing.report import CheckResult
 

@@ -16,7 +16,7 @@ from ezpz.decisions import SetupPlan
 from ezpz.facts import TorchBuild
 from ezpz.plugin_host.entry_points import is_builtin
 from ezpz.plugin_host.host import ENTRY_POINT_GROUP, PluginHost
-from ezpz.settings import PluginSettings, SetupSettings
+from ezpz.inputs.settings import PluginSettings, SetupSettings
 
 __all__ = ["builtin_plugins", "make_host", "make_plan", "plugin_name"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attrs import field
 
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["CheckResult", "ConformanceReport"]
 

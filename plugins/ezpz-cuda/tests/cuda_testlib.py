@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ezpz
 from ezpz.decisions import SetupPlan
-from ezpz.explain import Explanation
+from ezpz.decisions import Explanation
 from ezpz.facts import TorchBuild
 
 

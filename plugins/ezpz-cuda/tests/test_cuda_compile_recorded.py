@@ -13,7 +13,7 @@ import pytest
 import cuda_recorded as rec
 from cuda_testlib import plan_with
 from ezpz.errors import UnavailableError
-from ezpz.deepspeed_config import deepspeed_config
+from ezpz.runtime.deepspeed import deepspeed_config
 from ezpz_cuda import plugin
 
 SINGLE: dict[str, str] = {}

@@ -11,7 +11,7 @@ from rocm_recorded import BUILDS, NODES, torchrun_env
 
 import ezpz
 from ezpz.errors import UnavailableError
-from ezpz.deepspeed_config import deepspeed_config
+from ezpz.runtime.deepspeed import deepspeed_config
 from ezpz.facts import TorchBuild
 from ezpz_rocm import plugin
 

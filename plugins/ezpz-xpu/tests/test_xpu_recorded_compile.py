@@ -13,7 +13,7 @@ from xpu_testlib import plan
 
 from ezpz.plugin_host.calls import Hooks
 from ezpz.errors import UnavailableError
-from ezpz.deepspeed_config import deepspeed_config
+from ezpz.runtime.deepspeed import deepspeed_config
 import ezpz.hooks
 from ezpz_xpu import plugin
 

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import ezpz.hooks
 from ezpz.decisions import SetupPlan
-from ezpz.explain import Explanation
+from ezpz.decisions import Explanation
 from ezpz.facts import TorchBuild
 
 from ezpz_xpu.facts import XpuDeviceProps

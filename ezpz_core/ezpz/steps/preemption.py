@@ -1,4 +1,7 @@
-"""SIGTERM as a preemption: every rank stops after the same step, the job checkpoints it, the exit is 143.
+"""Preemption: a SIGTERM becomes a stop at an agreed step boundary, a checkpoint and exit status 143.
+
+:class:`Preemption` is the state ``rt.step()`` and ``rt.preempted`` read; the rest of this
+module turns the signal into that state.
 
 ``setup()`` calls :func:`install` with the runtime. From the first
 ``rt.step()`` on, a SIGTERM no longer ends the rank at once
@@ -31,22 +34,68 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ezpz import _log
-from ezpz.preemption import PREEMPTED_STATUS
+from ezpz.primitives import logger as _log
 
 if TYPE_CHECKING:
-    from ezpz.runtime import Runtime
+    from ezpz.steps.clock import StepClock
 
-__all__ = ["check_store", "install", "requested", "take_signal", "uninstall"]
+__all__ = ["PREEMPTED_STATUS", "Preemption", "PreemptibleRank", "check_store", "install", "requested", "take_signal",
+           "uninstall"]
+
+PREEMPTED_STATUS = 128 + signal.SIGTERM
+"""The status of a preempted rank and job: 143, what a process ended by SIGTERM reports to a shell or Slurm."""
+
+
+class Preemption:
+    """One rank's preemption state. ``requested`` is the only thing ``rt.step()`` reads per step."""
+
+    __slots__ = ("requested", "stop_after", "reached", "agree", "on_stop")
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.stop_after: int | None = None
+        self.reached = False
+        self.agree: Callable[[int], int] | None = None
+        """Given the steps ended here, the step every rank stops after (installed by ``setup()``)."""
+        self.on_stop: Callable[[int], None] | None = None
+        """Called once, at the agreed step (writes the ``preempted`` failure record)."""
+
+    def at_boundary(self, count: int) -> None:
+        """``rt.step()`` after a SIGTERM: agree on the stop step once; mark it reached; end a script that went on."""
+        if self.reached:
+            raise SystemExit(PREEMPTED_STATUS)  # rt.preempted was not heeded: end here, as every rank does
+        if self.stop_after is None:
+            self.stop_after = self.agree(count) if self.agree is not None else count
+        if count >= self.stop_after:
+            self.reached = True
+            if self.on_stop is not None:
+                self.on_stop(count)
+
+
+class PreemptibleRank(Protocol):
+    """What :func:`install` reads of the runtime: its preemption state, step clock and place in the job."""
+
+    @property
+    def preemption(self) -> Preemption: ...
+
+    @property
+    def step_clock(self) -> StepClock: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
 
 _PREFIX = "ezpz_preempt"
 _MAX_ROLL = 4096
 _state: dict[str, Any] = {}
 
 
-def install(runtime: Runtime, *, grace_s: float, record: Callable[..., Any]) -> None:
+def install(runtime: PreemptibleRank, *, grace_s: float, record: Callable[..., Any]) -> None:
     """Arm preemption for ``runtime`` (replacing an earlier one); a listener thread where signals allow it.
 
     ``record`` writes this rank's failure record (:func:`ezpz.failures.capture.record_event`).
@@ -178,7 +227,7 @@ def _bounded(fn: Any, seconds: float) -> Any:
     return run_bounded(fn, seconds, lambda: TimeoutError("the rendezvous store did not answer"))
 
 
-def _post(runtime: Runtime, count: int) -> None:
+def _post(runtime: PreemptibleRank, count: int) -> None:
     gen = _gen()
     if gen is None or runtime.world_size <= 1:
         return

@@ -68,7 +68,7 @@ def read_json(file: Path) -> tuple[object | None, str]:
 
 def write_json(file: Path, data: object) -> str:
     """Write ``data`` atomically; returns why not, or ``""``."""
-    from ezpz.atomic_file import write_json_atomically  # only when writing
+    from ezpz.primitives.atomic_file import write_json_atomically  # only when writing
 
     try:
         file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -1,9 +1,14 @@
 """Schedulers that start one process per node and leave the ranks to torchrun: Kubeflow, Alibaba PAI, SkyPilot.
 
+:func:`detect_node_job` is their launch-environment detector. With one process per node that
+process *is* the rank (rank = node index). With more per node the process is the node's entry
+point, not a rank: it must start them (``ezpz launch`` runs torchrun from the same variables),
+and ``setup()`` there raises a LaunchEnvError saying so rather than run as rank 0 of 1.
+
 Each contract below says how many nodes the job has, which one this is, how
-many processes each node should run and where rank 0 listens. Both the
-launch-environment detectors (:mod:`ezpz.launch_env.node_job`) and the ``torchrun``
-launch driver read them from here, so ``setup()`` and ``ezpz launch`` agree.
+many processes each node should run and where rank 0 listens. Both the detector
+and the ``torchrun`` launch driver read them from here, so ``setup()`` and
+``ezpz launch`` agree.
 Pure functions of the environment mapping; nothing is read from disk.
 
 Sources (each recorded fixture in ``tests/fixtures/launch_envs/`` cites its own):
@@ -43,10 +48,11 @@ from collections.abc import Callable, Mapping
 from attrs import field
 
 from ezpz.errors import LaunchEnvError
-from ezpz.frozen_records import frozen
-from ezpz.ports import derive_port
+from ezpz.facts import LaunchEnv
+from ezpz.primitives.frozen_records import frozen
+from ezpz.launch_env.ports import derive_port
 
-__all__ = ["CONTRACTS", "NodeJob", "find_node_job", "read_pai", "read_pet", "read_pytorchjob", "read_skypilot"]
+__all__ = ["CONTRACTS", "NodeJob", "detect_node_job", "find_node_job", "read_pai", "read_pet", "read_pytorchjob", "read_skypilot"]
 
 _MAX = 2**31 - 1
 _TORCHRUN = ("TORCHELASTIC_RUN_ID", "GROUP_RANK")
@@ -178,7 +184,7 @@ def read_pytorchjob(environ: Mapping[str, str]) -> NodeJob | str:
 
 
 def skypilot_port(task_id: str) -> int:
-    """A port in :data:`ezpz.ports.PORT_RANGE` from a stable hash of ``SKYPILOT_TASK_ID`` (the same on every node)."""
+    """A port in :data:`ezpz.launch_env.ports.PORT_RANGE` from a stable hash of ``SKYPILOT_TASK_ID`` (the same on every node)."""
     return derive_port(f"SKYPILOT_TASK_ID={task_id}")
 
 
@@ -243,3 +249,44 @@ def find_node_job(environ: Mapping[str, str]) -> tuple[NodeJob | None, list[tupl
 def under_torchrun(environ: Mapping[str, str]) -> str | None:
     """The torchrun variable set in ``environ``, if any (then node contracts describe the node, not the process)."""
     return next((n for n in _TORCHRUN if _get(environ, n) is not None), None)
+
+
+def detect_node_job(environ: Mapping[str, str]) -> LaunchEnv | str:
+    """One rank per node under Kubeflow, PAI or SkyPilot; LaunchEnvError when the node should run several."""
+    from ezpz.launch_env._parse import build
+
+    inner = under_torchrun(environ)
+    job, passed = find_node_job(environ)
+    if job is None:
+        return "; ".join(f"{name}: {why}" for name, why in passed)
+    if inner is not None:
+        return f"{job.reason} describes the node; torchrun ({inner} is set) started this process inside it"
+    if job.nproc_per_node != 1:
+        raise LaunchEnvError(
+            name=job.nproc_var, value=job.nproc_per_node or environ.get(job.nproc_var, "auto"),
+            expected=f"1 for the script to run as the node's only rank: {job.reason} asks for "
+            f"{f'{job.nproc_per_node} processes' if job.nproc_per_node else 'one process per accelerator'} on each of "
+            f"{job.nnodes} node(s), and this "
+            "process is the node's entry point, not one of them",
+            fix="start the ranks with `ezpz launch -- python train.py` (it runs torchrun --nnodes/--node-rank/"
+            "--master-addr from these variables) or with torchrun itself",
+        )
+    lay = {"rank": job.node_rank, "world_size": job.nnodes, "local_rank": 0, "local_world_size": 1,
+           "node_rank": job.node_rank, "num_nodes": job.nnodes}
+    src = {"rank": job.sources["node_rank"], "world_size": job.sources["nnodes"],
+           "local_rank": f"derived: 0 (one process per node: {job.sources['nproc_per_node']})",
+           "local_world_size": f"derived: 1 ({job.sources['nproc_per_node']})",
+           "node_rank": job.sources["node_rank"], "num_nodes": job.sources["nnodes"]}
+    env = build(job.scheduler, lay, src, job.reason)
+    return _with_rendezvous(env, job.master_addr, job.master_port, job.sources)
+
+
+def _with_rendezvous(env: LaunchEnv, addr: str | None, port: int | None, sources: Mapping[str, str]) -> LaunchEnv:
+    import attrs
+
+    merged = dict(env.sources)
+    if addr is not None:
+        merged["master_addr"] = sources["master_addr"]
+    if port is not None:
+        merged["master_port"] = sources["master_port"]
+    return attrs.evolve(env, master_addr=addr, master_port=port, sources=merged)

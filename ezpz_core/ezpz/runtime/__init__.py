@@ -11,12 +11,12 @@ from typing import Any
 from attrs import field
 
 from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
-from ezpz.explain import Explanation
-from ezpz.frozen_records import frozen
-from ezpz.preemption import Preemption
-from ezpz.step_clock import StepClock
-from ezpz.torch_private import profiler_enabled
-from ezpz.straggler_watch import StragglerWatch
+from ezpz.decisions import Explanation
+from ezpz.primitives.frozen_records import frozen
+from ezpz.steps.preemption import Preemption
+from ezpz.steps.clock import StepClock
+from ezpz.primitives.torch_private import profiler_enabled
+from ezpz.steps.straggler_exchange import StragglerWatch
 
 __all__ = ["Runtime"]
 
@@ -117,7 +117,7 @@ class Runtime:
         :param owns_process_group: False when ``setup()`` adopted a group another framework made.
         :param backend: The adopted group's backend; default the plan's.
         :param attempt: Which attempt of the job this is (``SetupSettings.attempt``).
-        :param stragglers: The straggler exchange :meth:`step` runs every N steps (:mod:`ezpz.straggler_watch`).
+        :param stragglers: The straggler exchange :meth:`step` runs every N steps (:mod:`ezpz.steps.straggler_exchange`).
         """
         if device is None:
             import torch
@@ -148,7 +148,7 @@ class Runtime:
         (``explain()["step"]``): on a lazy device (XLA) the step's graph runs
         here; on eager devices there is nothing to flush. Then the step's wall
         time goes to :attr:`step_clock`; every ``EZPZ_STRAGGLER_EVERY`` steps
-        the ranks compare their times (:mod:`ezpz.straggler_watch`: one small
+        the ranks compare their times (:mod:`ezpz.steps.straggler_exchange`: one small
         all-gather, so every rank must call this every step). After a SIGTERM,
         the ranks agree here on the step they all stop after (:attr:`preempted`).
         Returns how many
@@ -227,7 +227,7 @@ class Runtime:
         if wait is not None:
             wait()
             return
-        from ezpz.device_module import device_module
+        from ezpz.primitives.device_module import device_module
 
         sync = getattr(device_module(self.device_type), "synchronize", None)
         if sync is not None:
@@ -257,7 +257,7 @@ class Runtime:
         Everything ``base`` sets is kept; a precision section that asks for a
         dtype this device cannot do raises, naming the key. See ``docs/deepspeed.md``.
         """
-        from ezpz.deepspeed_config import deepspeed_config
+        from ezpz.runtime.deepspeed import deepspeed_config
 
         return deepspeed_config(self.plan, base)
 

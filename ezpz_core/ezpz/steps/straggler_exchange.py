@@ -5,7 +5,7 @@ Every rank calls :meth:`StragglerWatch.on_step` from ``rt.step()``; on every
 :meth:`~ezpz.runtime.Runtime.range` sections) since the last report, in one
 ``all_gather_object`` under the process group's timeout. Nothing is
 synchronised in between. Every rank scores the same gathered times
-(:func:`ezpz.stragglers.score`); rank 0 logs the report (a warning when a rank
+(:func:`ezpz.steps.straggler_scores.score`); rank 0 logs the report (a warning when a rank
 is slow) and writes ``stragglers.json`` beside the failure records
 (``EZPZ_FAILURE_DIR``), atomically, with the history of every rank's step time
 for the chart ``ezpz launch`` draws.
@@ -20,16 +20,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ezpz import _log
-from ezpz.atomic_file import write_json_atomically
-from ezpz.stragglers import RankTimes, StragglerReport, score
+from ezpz.primitives import logger as _log
+from ezpz.primitives.atomic_file import write_json_atomically
+from ezpz.steps.straggler_scores import RankTimes, StragglerReport, score
 
 __all__ = ["REPORT_NAME", "StragglerWatch"]
 
 REPORT_NAME = "stragglers.json"
 _MAX_HISTORY = 2000
 
-log = _log.get_logger("ezpz.stragglers")
+log = _log.get_logger("ezpz.steps.straggler_scores")
 
 
 class StragglerWatch:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from attrs import field
 
-from ezpz._convert import as_tuple
+from ezpz.primitives.converters import as_tuple
 from ezpz.decisions import Decision, SetupPlan
 from ezpz.errors import ProcessGroupMismatchError
-from ezpz.frozen_records import frozen
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["ExistingGroup", "adopt_group", "group_backends"]
 

@@ -32,8 +32,8 @@ import weakref
 from datetime import timedelta
 from typing import Any
 
-from ezpz.frozen_records import frozen
-from ezpz.torch_private import GLOO_DEFAULT_THREADS, backend_for_device, gloo_threads, tls_stash
+from ezpz.primitives.frozen_records import frozen
+from ezpz.primitives.torch_private import GLOO_DEFAULT_THREADS, backend_for_device, gloo_threads, tls_stash
 
 __all__ = ["QuiesceReport", "quiesce"]
 

@@ -1,9 +1,9 @@
 """The hang watchdog: a daemon thread per rank that names a training step running past its learned budget.
 
 ``setup()`` starts it (:func:`start`), ``teardown()`` stops it (:func:`stop`).
-It reads the runtime's :class:`~ezpz.step_clock.StepClock` (the main thread
+It reads the runtime's :class:`~ezpz.steps.clock.StepClock` (the main thread
 only assigns two fields per ``rt.step()``) every ``poll`` seconds and asks
-:func:`ezpz.hang_budget.hang_budget` for the current step's budget. Only a
+:func:`ezpz.steps.hang_budget.hang_budget` for the current step's budget. Only a
 learned budget fires: during the warm-up (compiling, the first collectives)
 the collective timeout ``EZPZ_TIMEOUT`` alone applies.
 
@@ -31,13 +31,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ezpz import _log
-from ezpz.failures import preemption
-from ezpz.hang_budget import Budget, hang_budget
+from ezpz.primitives import logger as _log
+from ezpz.steps import preemption
+from ezpz.steps.hang_budget import Budget, hang_budget
 
 if TYPE_CHECKING:
-    from ezpz.settings import HangSettings
-    from ezpz.step_clock import StepClock
+    from ezpz.inputs.settings import HangSettings
+    from ezpz.steps.clock import StepClock
 
 __all__ = ["HANG_EXIT_STATUS", "start", "stop", "watching"]
 
@@ -56,7 +56,7 @@ def start(clock: StepClock, *, rank: int, world_size: int, host: str, timeout_s:
     """Watch ``clock`` on a daemon thread (replacing a previous watch).
 
     With budgets off (``EZPZ_HANG_BUDGET=0``) it never names a stall, but still lets a long step learn of a
-    peer's preemption (:func:`ezpz.failures.preemption.check_store`).
+    peer's preemption (:func:`ezpz.steps.preemption.check_store`).
     """
     stop()
     watch = _Watch(clock, rank=rank, world_size=world_size, host=host, timeout_s=timeout_s, settings=settings,

@@ -3,8 +3,8 @@
 After a warm-up of ``warmup`` steps the budget is ``factor`` x the recent
 steps' 99th percentile, never below ``floor_s`` and never above the timeout
 (``EZPZ_TIMEOUT``); before it, the timeout itself. The watchdog
-(:mod:`ezpz.failures.hang_watch`) asks :func:`hang_budget` with the step times
-``rt.step()`` recorded (:class:`~ezpz.step_clock.StepClock`); every answer
+(:mod:`ezpz.steps.hang_watch`) asks :func:`hang_budget` with the step times
+``rt.step()`` recorded (:class:`~ezpz.steps.clock.StepClock`); every answer
 says how it was derived, for the failure record and ``rt.explain()``.
 """
 
@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ezpz.settings import HangSettings
+from ezpz.inputs.settings import HangSettings
 
 __all__ = ["Budget", "HangSettings", "hang_budget", "p99"]
 

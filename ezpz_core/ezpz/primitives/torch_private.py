@@ -55,7 +55,7 @@ class PrivateName:
         return f"PrivateName({self.name!r})"
 
 
-_HERE = "ezpz_core/ezpz/torch_private.py"
+_HERE = "ezpz_core/ezpz/primitives/torch_private.py"
 
 PRIVATE_NAMES: tuple[PrivateName, ...] = (
     PrivateName(
@@ -67,17 +67,17 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
     PrivateName(
         "torch._C._stash_obj_in_tls", (_HERE,),
         "carries a marker object in a gloo collective's thread-local state, so teardown() sees every gloo worker "
-        "thread drop its last collective before the interpreter finalizes (ezpz.gloo_quiesce)",
+        "thread drop its last collective before the interpreter finalizes (ezpz.primitives.gloo_quiesce)",
         "the quiesce step is skipped and says so (QuiesceReport.attempted False); teardown() goes on with "
         "destroy_process_group() alone, and a group that outlives it may abort at exit (docs/portable-script.md)"),
     PrivateName(
         "torch._C._remove_obj_from_tls", (_HERE,),
-        "takes the marker back out of this thread's state after each marker collective (ezpz.gloo_quiesce)",
+        "takes the marker back out of this thread's state after each marker collective (ezpz.primitives.gloo_quiesce)",
         "as without _stash_obj_in_tls: the quiesce step is skipped and says so", absent_in=("2.4.1",)),
     PrivateName(
         "torch.distributed.ProcessGroup._get_backend", (_HERE,),
         "the backend object of a group for one device: whether it is gloo (and its worker count) for "
-        "ezpz.gloo_quiesce, and whether it supports_splitting for init_device_mesh_safe",
+        "ezpz.primitives.gloo_quiesce, and whether it supports_splitting for init_device_mesh_safe",
         "gloo is recognised by the public torch.distributed.get_backend(group) name, with gloo's default worker "
         "count; a mesh is built the way torch builds it (splitting assumed supported)"),
     PrivateName(

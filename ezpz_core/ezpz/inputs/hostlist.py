@@ -7,7 +7,7 @@ import re
 from itertools import product
 
 from ezpz.errors import ConfigError, LaunchEnvError
-from ezpz.inputs import InputFileError, check_host, read_lines
+from ezpz.inputs.files import InputFileError, check_host, read_lines
 
 __all__ = ["MAX_HOSTS", "expand_nodelist", "hosts_from_file", "parse_tasks_per_node", "rankfile_hosts", "read_hostfile"]
 
@@ -107,9 +107,9 @@ def read_hostfile(path: str | os.PathLike[str]) -> list[str]:
 
     Understands PBS node files (one host per slot), MPICH (``host:4``) and
     Open MPI (``host slots=4``) lines; ``#`` starts a comment. Only a regular
-    file is read, within :mod:`ezpz.inputs`' size, line and time limits, and
+    file is read, within :mod:`ezpz.inputs.files`' size, line and time limits, and
     every host must be an RFC 1123 name or an IP address. Raises OSError when
-    the file cannot be opened and :class:`~ezpz.inputs.InputFileError` (a
+    the file cannot be opened and :class:`~ezpz.inputs.files.InputFileError` (a
     ValueError) for anything else, naming the line.
     """
     hosts: dict[str, None] = {}
@@ -151,7 +151,7 @@ def hosts_from_file(path: str | os.PathLike[str], name: str, *, required: bool =
     except OSError as err:
         raise ConfigError(name=name, value=path, expected="a readable file with one host per line",
                           fix=f"check the path ({err.strerror or err})") from None
-    except ValueError as err:  # ezpz.inputs.InputFileError: not a regular file, too big, a bad host name
+    except ValueError as err:  # ezpz.inputs.files.InputFileError: not a regular file, too big, a bad host name
         raise ConfigError(name=name, value=path, expected=f"a hostfile with one host per line ({err})",
                           fix=f"point {name} at the job's host list, one host name or IP address per line") from None
     if not hosts and required:

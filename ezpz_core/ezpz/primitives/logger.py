@@ -45,8 +45,8 @@ def keeps(level: int, rank: int | None, all_ranks: bool) -> bool:
 
 
 def _scrub(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Secrets out of every event value (:mod:`ezpz.redact`), before any renderer sees them."""
-    from ezpz.redact import scrub_data
+    """Secrets out of every event value (:mod:`ezpz.primitives.redact`), before any renderer sees them."""
+    from ezpz.primitives.redact import scrub_data
 
     return {k: scrub_data(v) if isinstance(v, (str, list, tuple, dict)) else v for k, v in event.items()}
 
