@@ -14,7 +14,7 @@ from ezpz.failures.signatures import FailureSignature
 __all__ = ["LAUNCHER_SIGNATURES", "OPENMPI_NO_RSH_AGENT"]
 
 OPENMPI_NO_RSH_AGENT = FailureSignature(
-    pattern=r'MCA parameter "plm_rsh_agent" was set to a path\s*(that could not be found)?', kind="launcher_config",
+    pattern=r'MCA parameter "plm_rsh_agent" was set to a path', kind="launcher_config",
     plugin="ezpz launch",
     reason="Open MPI found no remote-shell agent (plm_rsh_agent: ssh : rsh) and mpiexec exited 243 before starting "
            "any rank; no host is to blame and running again cannot help. Fix: install an ssh client "

@@ -52,8 +52,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     from gpu_kit import GPU_CHECKS, report_line
 
-    if not _GPU_RESULTS:
-        return
+    path = config.getoption("--gpu-report")
+    if not _GPU_RESULTS or not (path or "gpu" in (config.getoption("markexpr") or "")):
+        return  # only under -m gpu or --gpu-report: the plain suite's summary stays as pytest prints it
     rows = {check: _GPU_RESULTS.get(check, {"outcome": "not run", "detail": "not selected", "test": test})
             for check, test in GPU_CHECKS.items()}
     terminalreporter.section("gpu checks")
@@ -61,7 +62,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(report_line(check, {"passed": "pass", "failed": "fail",
                                                         "skipped": "skip"}.get(row["outcome"], row["outcome"]),
                                                 row["detail"]))
-    path = config.getoption("--gpu-report")
     if path:
         import json
         import platform

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import ezpz
-from gpu_kit import check_env, last_loss, no_device_reason, nvtx_push_result, python
+from gpu_kit import LAUNCH_VARS, check_env, last_loss, no_device_reason, nvtx_push_result, python
 
 _NO_DEVICE = no_device_reason()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_NO_DEVICE is not None, reason=_NO_DEVICE or "")]
@@ -39,8 +39,6 @@ def real_probes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[ezpz.runtime.Runtime]:
-    from gpu_kit import LAUNCH_VARS
-
     for var in LAUNCH_VARS:
         monkeypatch.delenv(var, raising=False)
     matmul_before = torch.backends.cuda.matmul.allow_tf32
