@@ -130,3 +130,60 @@ def test_apply_env_defaults_checks_before_setting(defaults, why):
     with pytest.raises(TypeError, match=why):
         apply_env_defaults({"FIRST": "1", **defaults}, target)
     assert target == {}
+
+
+# -- a launcher's own default is not the user's: torchrun's TORCH_NCCL_ASYNC_ERROR_HANDLING=1 --------------------
+
+_ASYNC = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+_UNDER_TORCHRUN = r'''
+import json, os, ezpz
+from ezpz.decisions import LifecycleAction
+
+class NcclWatchdog:
+    @ezpz.hookimpl
+    def ezpz_before_init(self, plan):
+        return LifecycleAction(reason="acme: NCCL watchdog", env_defaults={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"})
+
+ezpz.hooks.get_plugin_host().register("acme-nccl", NcclWatchdog())
+seen = os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+rt = ezpz.hooks.setup(device="cpu", precision="fp32")
+d = next(x for x in rt.explain().decisions if x.topic == "lifecycle" and x.chosen == "acme-nccl")
+applied = os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+ezpz.hooks.teardown()
+print(json.dumps({"seen": seen, "applied": applied, "reason": d.reason, "details": dict(d.details),
+                  "after_teardown": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")}))
+'''
+
+
+@pytest.mark.launcher
+@pytest.mark.parametrize("user", [None, "0"], ids=["unset", "user-0"])
+def test_under_real_torchrun_its_own_async_error_handling_is_replaced_and_named(user):
+    """torchrun exports TORCH_NCCL_ASYNC_ERROR_HANDLING=1 to its worker when unset (seen on the H200): that is
+    torchrun's, not the user's, so the plugin's value applies and the trace names torchrun; a value the user
+    exported (0) is kept as the user's."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+    from test_real_launchers import free_port
+
+    env = clean_env(OMP_NUM_THREADS="1")
+    env.pop(_ASYNC, None)
+    if user is not None:
+        env[_ASYNC] = user
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--master-port",
+                           str(free_port()), "--no-python", sys.executable, "-c", _UNDER_TORCHRUN],
+                          env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
+    if user is None:
+        assert row["seen"] == "1"  # torchrun's agent put it there: the premise of the fix
+        assert row["applied"] == "3"
+        assert f"{_ASYNC}=1 was set by torchrun, not by the user" in row["reason"]
+        assert "set by the user" not in row["reason"]
+        assert row["details"][_ASYNC] == "set to '3', replacing '1' set by torchrun (not the user)"
+        assert row["after_teardown"] == "1"  # teardown() puts torchrun's value back
+    else:
+        assert (row["seen"], row["applied"], row["after_teardown"]) == ("0", "0", "0")
+        assert f"{_ASYNC}=0 set by the user was kept (the plugin proposed 3)" in row["reason"]

@@ -179,3 +179,28 @@ def test_auto_retry_stops_after_one_attempt_on_a_code_error(tmp_path):
     assert "code_error on every rank" in proc.stderr and "no spare is used" in proc.stderr
     assert "spare-never-used" not in (tmp_path / "job" / "attempt-0" / "hostfile").read_text()
     assert proc.returncode != 0
+
+
+def test_auto_retry_stops_when_open_mpi_finds_no_rsh_agent(tmp_path):
+    """Open MPI's exit 243 (no ssh/rsh agent), as on the H200 host: one attempt, the fix named, no spare used.
+
+    The agent is named in ``OMPI_MCA_plm_rsh_agent`` and does not exist: Open MPI prints the same help text
+    ([agent-not-found]) and exits 243, as it does on a host without ssh.
+    """
+    mpiexec = need_tool("mpiexec")
+    version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
+    if "Open MPI" not in version and "OpenRTE" not in version:
+        pytest.skip(f"mpiexec is not Open MPI here ({version.splitlines()[0] if version else 'no --version'})")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost\nspare-never-used\n")
+    proc = launch("--auto-retry", "--nhosts", "1", "--ppn", "1", "--spare-nodes", "1", "--launcher", "mpiexec",
+                  "--hostfile", str(hosts), "--retry-delay", "0", "--job-dir", "job", "--", PY, "-c", "pass",
+                  cwd=tmp_path, EZPZ_DEVICE="cpu", OMPI_MCA_plm_rsh_agent="ezpz-no-such-rsh-agent")
+    runs = verdicts(tmp_path / "job")
+    assert len(runs) == 1, proc.stderr
+    v = runs[0]
+    assert v["status"] == 243, proc.stderr
+    assert v["verdict"]["outcome"] == "launcher_config" and not v["verdict"]["retry"], v["verdict"]
+    assert v["verdict"]["exclude"] == []
+    assert "openssh-client" in proc.stderr and "OMPI_MCA_plm_rsh_agent=" in proc.stderr
+    assert proc.returncode == 243

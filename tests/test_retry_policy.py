@@ -310,3 +310,42 @@ def test_a_cut_off_host_among_four_is_still_the_one_most_hosts_name_when_another
     v = classify(AttemptFacts(attempt=0, status=1, hosts=hosts, rank_hosts=rank_hosts, records=records),
                  spares_left=1)
     assert (v.outcome, v.exclude) == ("bad_host", ("n1",)), v
+
+
+# Recorded on an NVIDIA H200 host without ssh (2026-11-27, ../shared/hardware/nvidia-h200-2026-11-27/
+# core-suite-on-a-gpu-host.log, test_auto_retry_stops_after_one_attempt_on_a_code_error): mpiexec exited 243
+# before any rank started, and --auto-retry ran the same hosts again as an "unknown" failure.
+OPENMPI_NO_RSH_AGENT_LOG = """\
+--------------------------------------------------------------------------
+The value of the MCA parameter "plm_rsh_agent" was set to a path
+that could not be found:
+
+  plm_rsh_agent: ssh : rsh
+
+Please either unset the parameter, or check that the path is correct
+--------------------------------------------------------------------------
+[vm:05995] [[INVALID],INVALID] FORCE-TERMINATE AT Not found:-13 - error ../../../../../../orte/mca/plm/rsh/plm_rsh_component.c(335)
+"""
+
+
+def test_open_mpi_without_an_rsh_agent_is_a_launcher_config_error_that_stops_naming_the_fix():
+    hits = log_hits(OPENMPI_NO_RSH_AGENT_LOG, LAUNCHER_SIGNATURES, HOSTS)
+    assert [h.kind for h in hits] == ["launcher_config"] and not hits[0].blames_host
+    assert "plm_rsh_agent" in hits[0].line
+    v = classify(facts(243, log_hits=hits, progress=False), spares_left=1, prior_progress=None)
+    assert (v.outcome, v.retry, v.exclude) == ("launcher_config", False, ())
+    assert "status 243" in v.reason
+    assert "openssh-client" in v.reason and "OMPI_MCA_plm_rsh_agent=" in v.reason  # the fix, named
+    assert {name for name, _ in v.rejected} == {"unknown", "bad_host"}
+
+
+def test_without_the_signature_the_same_text_is_retried_on_the_same_hosts():
+    """The control: what --auto-retry did on the H200 before the signature (the test above can fail)."""
+    others = [s for s in LAUNCHER_SIGNATURES if s.kind != "launcher_config"]
+    v = classify(facts(243, log_hits=log_hits(OPENMPI_NO_RSH_AGENT_LOG, others, HOSTS)), spares_left=1)
+    assert (v.outcome, v.retry, v.exclude) == ("unknown", True, ())
+
+
+def test_a_rank_recording_launcher_config_stops_too():
+    v = classify(facts(1, records=[rec(0, "launcher_config", "the launcher could not start")]), spares_left=1)
+    assert (v.outcome, v.retry) == ("launcher_config", False)

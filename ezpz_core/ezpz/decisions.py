@@ -172,7 +172,8 @@ class LifecycleAction:
     """What a lifecycle hook did or wants done, said for the trace.
 
     ``env_defaults`` are set by the core with ``setdefault`` semantics (a value
-    the user set always wins) just before the process group is created.
+    the user set always wins; a launcher's own default, such as torchrun's
+    ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1``, does not) just before the process group is created.
     ``then``, when given, is called once those variables are set, before the
     device is made current and the process group is created: for a device
     runtime that reads its variables when it is imported (torch_xla reads

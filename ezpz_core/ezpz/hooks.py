@@ -48,6 +48,7 @@ _host, _host_error = _load_host()
 _runtime: Runtime | None = None
 _runtime_settings: SetupSettings | None = None
 _applied_env: dict[str, str] = {}
+_env_before: dict[str, str | None] = {}  # what setup() replaced (a launcher's own default), restored by teardown()
 
 
 def get_plugin_host() -> PluginHost:
@@ -134,7 +135,7 @@ def setup(
     import attrs
 
     from ezpz.plugin_host.calls import Hooks
-    from ezpz.startup.environ import apply_env_defaults
+    from ezpz.startup.environ import decide_env_defaults
     from ezpz.failures import capture as failures
     from ezpz.startup.planning import explain_plan, plan_setup
     from ezpz.probes.torch_build import probe_torch_build
@@ -164,21 +165,23 @@ def setup(
     actions = []
     env_changes: dict[str, dict[str, str]] = {}
     for plugin, action in hooks.before_init(the_plan):
-        try:
-            applied, kept = apply_env_defaults(action.env_defaults)
+        try:  # the user's values win; a launcher's own default (torchrun's) does not, and the trace says who set it
+            changes = decide_env_defaults(action.env_defaults, os.environ, ours=_applied_env)
         except TypeError as err:  # a bad return value is the plugin's fault: quarantine it, like any other
             hooks.host.quarantine(plugin, err, stage="hook ezpz_before_init")
             continue
-        overridden = [f"{k}={v} set by the user was kept (the plugin proposed {action.env_defaults[k]})"
-                      for k, v in kept.items() if v != action.env_defaults[k] and k not in _applied_env]
-        if overridden:
-            action = attrs.evolve(action, reason=f"{action.reason}; {'; '.join(overridden)}")
+        notes = [c.note for c in changes if c.note]
+        if notes:
+            action = attrs.evolve(action, reason=f"{action.reason}; {'; '.join(notes)}")
         actions.append((plugin, action))
-        _applied_env.update(applied)
-        env_changes[plugin] = {**{k: f"set to {v!r}" for k, v in applied.items()},
-                               **{k: f"kept {v!r} (already set)" for k, v in kept.items()}}
+        for change in changes:
+            if change.applies:
+                _env_before.setdefault(change.name, change.current)
+                os.environ[change.name] = _applied_env[change.name] = change.proposed
+        env_changes[plugin] = {c.name: c.detail for c in changes}
         log.info("lifecycle", plugin=plugin, action=action.reason, env_defaults=dict(action.env_defaults),
-                 env_set=sorted(applied), env_kept=sorted(kept))
+                 env_set=sorted(c.name for c in changes if c.applies),
+                 env_kept=sorted(c.name for c in changes if not c.applies))
         if action.then is not None:  # a device runtime that reads its variables on import: now they are set
             action.then()
 
@@ -326,8 +329,13 @@ def teardown() -> None:
         report_refused()  # rank 0: name processes of other launches that reached this job's store
     for key, value in list(_applied_env.items()):
         if os.environ.get(key) == value:
-            del os.environ[key]
+            before = _env_before.get(key)
+            if before is None:
+                del os.environ[key]
+            else:
+                os.environ[key] = before
     _applied_env.clear()
+    _env_before.clear()
     from ezpz.failures.capture import uninstall as stop_capturing_failures
     from ezpz.steps.preemption import uninstall as stop_preemption
 

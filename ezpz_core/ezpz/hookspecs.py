@@ -201,7 +201,9 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
 
     :param plan: Every decision taken for this process.
     :return: A :class:`~ezpz.decisions.LifecycleAction` saying what was done
-        and any ``env_defaults`` to set (user-set values win), or None.
+        and any ``env_defaults`` to set (user-set values win; a value a launcher
+        exported on its own, such as torchrun's ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1``,
+        is not the user's: see :mod:`ezpz.launch_env.worker_env`), or None.
 
     .. versionadded:: 0.1
     """

@@ -24,11 +24,12 @@ from ezpz.primitives.frozen_records import frozen
 __all__ = ["KINDS", "MAX_RECORD_BYTES", "FailureRecord", "Skipped", "read_failures", "read_failures_verbose",
            "write_failure"]
 
-KINDS = ("code_error", "lost_peer", "timeout", "oom", "signal", "hang", "preempted")
+KINDS = ("code_error", "lost_peer", "timeout", "oom", "signal", "hang", "preempted", "launcher_config")
 """``code_error``: the user's code raised; ``lost_peer``: a peer went away; ``timeout``: a collective or the
 rendezvous ran past ``EZPZ_TIMEOUT``; ``oom``: out of (device or host) memory; ``signal``: SIGTERM/SIGINT;
 ``hang``: a training step ran past its hang budget (:mod:`ezpz.steps.hang_budget`); ``preempted``: SIGTERM, and the
-ranks stopped after an agreed step (:mod:`ezpz.steps.preemption`)."""
+ranks stopped after an agreed step (:mod:`ezpz.steps.preemption`); ``launcher_config``: the launcher could not start
+the job as configured (Open MPI without a remote-shell agent): no host is to blame and running again cannot help."""
 MAX_RECORD_BYTES = 64 * 1024
 _MAX_LINE = 500
 _MAX_PEERS = 4096

@@ -1,14 +1,27 @@
 """Launcher-side failure texts, matched in a job's log only for ranks killed before they could write a record.
 
 Plugins add their vendors' texts through the ``ezpz_failure_signatures`` hook;
-these are the launchers' own, with the host named on the line.
+these are the launchers' own: most name a host on the line; a
+``launcher_config`` one says the launcher itself could not start the job as
+configured, so ``ezpz launch --auto-retry`` stops, naming the fix, instead of
+running the same hosts again.
 """
 
 from __future__ import annotations
 
 from ezpz.failures.signatures import FailureSignature
 
-__all__ = ["LAUNCHER_SIGNATURES"]
+__all__ = ["LAUNCHER_SIGNATURES", "OPENMPI_NO_RSH_AGENT"]
+
+OPENMPI_NO_RSH_AGENT = FailureSignature(
+    pattern=r'MCA parameter "plm_rsh_agent" was set to a path', kind="launcher_config",
+    plugin="ezpz launch",
+    reason="Open MPI found no remote-shell agent (plm_rsh_agent: ssh : rsh) and mpiexec exited 243 before starting "
+           "any rank; no host is to blame and running again cannot help. Fix: install an ssh client "
+           "(apt-get install openssh-client) on every node, or on a single node export OMPI_MCA_plm_rsh_agent= "
+           "(empty) or OMPI_MCA_plm=isolated: Open MPI 4.1.4 then starts a one-node job without one",
+    source="Open MPI 4.1 help-plm-rsh.txt [agent-not-found], orte/mca/plm/rsh/plm_rsh_component.c; seen on an "
+           "NVIDIA H200 host without ssh (2026-11-27, exit 243)")
 
 LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
     FailureSignature(
@@ -35,4 +48,5 @@ LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
         pattern=r"srun: error: \S+: tasks? [\d,-]+: Killed\b", kind="signal", blames_host=True, plugin="ezpz launch",
         reason="Slurm: tasks on the named node were SIGKILLed (node failure, OOM killer)",
         source="Slurm srun (step task exit reporting)"),
+    OPENMPI_NO_RSH_AGENT,
 )

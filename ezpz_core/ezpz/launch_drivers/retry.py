@@ -18,6 +18,9 @@ preempted             ranks recorded ``preempted`` (SIGTERM, stopped at an   sto
                       agreed step), none a code error, no host named        signal too, else retry, same hosts
 interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
 code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
+launcher_config       a rank recorded ``launcher_config``, or (no records)  stop, naming the fix: the
+                      the log holds a ``launcher_config`` signature (Open    launcher cannot start the job
+                      MPI's missing rsh agent, exit 243)                    on any host as configured
 bad_host              records name hosts (missing ranks, a hang roll call), or the launcher   exclude, swap in spares
                       names the first rank to fail on a host that left no
                       record (accusations against other silent hosts are
@@ -48,8 +51,8 @@ from ezpz.launch_drivers.first_failure import FirstFailure
 
 __all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits", "records_name_hosts"]
 
-OUTCOMES = ("success", "preempted", "interrupted", "code_error", "bad_host", "exhausted", "walltime", "stuck", "hang",
-            "unknown", "limit")
+OUTCOMES = ("success", "preempted", "interrupted", "code_error", "launcher_config", "bad_host", "exhausted", "walltime",
+            "stuck", "hang", "unknown", "limit")
 WALLTIME_STATUS = 143
 
 
@@ -242,6 +245,20 @@ def _preempted(facts: AttemptFacts, preempted: list[FailureRecord], *, retry: bo
                           f"nothing names a host: the same hosts run again, resuming from the job's checkpoint")
 
 
+def _launcher_config(facts: AttemptFacts) -> Verdict | None:
+    """Stop when the launcher could not start the job as configured: the same hosts would fail the same way."""
+    said = [f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded launcher_config: {_said(r)}"
+            for r in facts.records if r.kind == "launcher_config"]
+    hits = [h for h in facts.log_hits if h.kind == "launcher_config"] if not facts.records else []
+    if not said and not hits:
+        return None
+    why = hits[0].reason if hits else said[0]
+    return Verdict(outcome="launcher_config", retry=False, evidence=(*said, *(f"log: {h.line!r}" for h in hits[:4])),
+                   reason=f"status {facts.status}: the launcher could not start the job as configured: {why}",
+                   rejected=[("unknown", "running the same hosts again would meet the same configuration"),
+                             ("bad_host", "a launcher configuration error is no host's fault: no spare is used")])
+
+
 def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | None = None,
              attempts_left: int | None = None) -> Verdict:
     """The verdict on one attempt (see the module's termination matrix). Pure: no I/O."""
@@ -266,6 +283,9 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
                    f"({_said(first)}): it would fail again on any "
                    f"hosts, so no host is blamed and no spare is used",
             rejected=[("bad_host", "a rank's own code failed; peers losing it is a consequence, not a bad host")])
+    config = _launcher_config(facts)
+    if config is not None:
+        return config
     blamed, set_aside = _blame(facts)
     rejected += set_aside
     if attempts_left is not None and attempts_left <= 0:

@@ -8,7 +8,11 @@ hook sees alike and none can change. A write raises
 named like any other fault. A plugin that needs a variable set returns it in
 ``LifecycleAction.env_defaults`` from ``ezpz_before_init``; ``setup()`` applies
 it with :func:`apply_env_defaults` (a value the user set always wins) and the
-trace shows what was set and what was kept.
+trace shows what was set and what was kept. A value a launcher exported on its
+own (torchrun's ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1``,
+:mod:`ezpz.launch_env.worker_env`) is not the user's: the plugin's value
+replaces it, and the trace names the launcher. :func:`decide_env_defaults` is
+that decision, pure, so it can be checked against recorded environments.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ import re
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, NoReturn
 
-__all__ = ["EnvironSnapshot", "EnvironWriteError", "apply_env_defaults", "snapshot"]
+from ezpz.launch_env.worker_env import launcher_default
+from ezpz.primitives.frozen_records import frozen
+
+__all__ = ["EnvDefault", "EnvironSnapshot", "EnvironWriteError", "apply_env_defaults", "decide_env_defaults",
+           "snapshot"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -78,24 +86,88 @@ def bad_env_default(key: object, value: object) -> str | None:
     return None
 
 
-def apply_env_defaults(env_defaults: Mapping[str, str],
-                       environ: MutableMapping[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
-    """Set each variable not already set; return ``(set, kept)`` where ``kept`` maps names to the value that won.
+@frozen(kw_only=True)
+class EnvDefault:
+    """One variable a plugin proposed, what it was before, who set that, and whether the proposal applies.
 
-    Entries are checked first (:func:`bad_env_default`); a bad one raises
-    TypeError before anything is set, for the caller to blame on the plugin.
+    ``set_by``: ``""`` (unset), ``"user"``, ``"ezpz"`` (set by ``setup()`` for an
+    earlier plugin) or the launcher that exported it on its own (then ``why``
+    says where that is written).
     """
-    target = os.environ if environ is None else environ
+
+    name: str
+    proposed: str
+    current: str | None = None
+    set_by: str = ""
+    why: str = ""
+
+    @property
+    def applies(self) -> bool:
+        """Whether ``setup()`` sets ``proposed``: the variable is unset, or holds a launcher's own default."""
+        return self.set_by not in ("user", "ezpz")
+
+    @property
+    def detail(self) -> str:
+        """What happened to the variable, for the lifecycle decision's details."""
+        if self.set_by in ("user", "ezpz"):
+            return f"kept {self.current!r} (already set)"
+        if self.set_by:
+            return f"set to {self.proposed!r}, replacing {self.current!r} set by {self.set_by} (not the user)"
+        return f"set to {self.proposed!r}"
+
+    @property
+    def note(self) -> str:
+        """The sentence the lifecycle reason gains, or ``""`` when there is nothing to say."""
+        if self.set_by == "user" and self.current != self.proposed:
+            return f"{self.name}={self.current} set by the user was kept (the plugin proposed {self.proposed})"
+        if self.set_by not in ("", "user", "ezpz"):
+            return (f"{self.name}={self.current} was set by {self.set_by}, not by the user ({self.why}): "
+                    f"the plugin's {self.name}={self.proposed} applies")
+        return ""
+
+
+def decide_env_defaults(env_defaults: Mapping[str, str], environ: Mapping[str, str],
+                        ours: Mapping[str, str] | None = None) -> tuple[EnvDefault, ...]:
+    """For each proposed variable: set it, keep the user's value, or replace a launcher's own default. Pure.
+
+    ``ours`` maps the variables ``setup()`` already set (for an earlier plugin) to their values.
+    Entries are checked first (:func:`bad_env_default`); a bad one raises TypeError, for the caller
+    to blame on the plugin.
+    """
     for key, value in env_defaults.items():
         why = bad_env_default(key, value)
         if why is not None:
             raise TypeError(f"ezpz_before_init returned env_defaults with {why}")
+    ours = ours or {}
+    decided = []
+    for key, value in env_defaults.items():
+        current = environ.get(key)
+        if current is None:
+            decided.append(EnvDefault(name=key, proposed=value))
+        elif key in ours and ours[key] == current:
+            decided.append(EnvDefault(name=key, proposed=value, current=current, set_by="ezpz"))
+        else:
+            launcher = launcher_default(key, environ)
+            set_by, why = launcher if launcher is not None else ("user", "")
+            decided.append(EnvDefault(name=key, proposed=value, current=current, set_by=set_by, why=why))
+    return tuple(decided)
+
+
+def apply_env_defaults(env_defaults: Mapping[str, str],
+                       environ: MutableMapping[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """Set each variable not already set (or holding a launcher's own default); return ``(set, kept)``.
+
+    ``kept`` maps names to the value that won. Entries are checked first
+    (:func:`bad_env_default`); a bad one raises TypeError before anything is
+    set, for the caller to blame on the plugin.
+    """
+    target = os.environ if environ is None else environ
     applied: dict[str, str] = {}
     kept: dict[str, str] = {}
-    for key, value in env_defaults.items():
-        if key in target:
-            kept[key] = target[key]
+    for change in decide_env_defaults(env_defaults, target):
+        if change.applies:
+            target[change.name] = change.proposed
+            applied[change.name] = change.proposed
         else:
-            target[key] = value
-            applied[key] = value
+            kept[change.name] = change.current or ""
     return applied, kept

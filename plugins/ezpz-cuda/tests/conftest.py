@@ -24,6 +24,58 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a real NVIDIA GPU (skipped unless torch.cuda.is_available())")
 
 
+# -- the gpu report: one line per check of gpu_kit.GPU_CHECKS, and a JSON file (bash scripts/gpu-check.sh) -------
+
+_GPU_RESULTS: dict[str, dict[str, Any]] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--gpu-report", default=None, metavar="PATH",
+                     help="write the gpu checks' results (gpu_kit.GPU_CHECKS) as JSON to PATH")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    from gpu_kit import checks_by_test
+
+    check = checks_by_test().get(report.nodeid.split("::")[-1])
+    if check is None or (report.when != "call" and report.passed):
+        return
+    if report.skipped and isinstance(report.longrepr, tuple):
+        detail = str(report.longrepr[2]).removeprefix("Skipped: ")
+    elif report.failed:
+        detail = str(report.longrepr).strip().splitlines()[-1][:300] if report.longrepr else "failed"
+    else:
+        detail = f"{report.duration:.1f}s"
+    _GPU_RESULTS.setdefault(check, {"outcome": report.outcome, "detail": detail, "test": report.nodeid})
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    from gpu_kit import GPU_CHECKS, report_line
+
+    path = config.getoption("--gpu-report")
+    if not _GPU_RESULTS or not (path or "gpu" in (config.getoption("markexpr") or "")):
+        return  # only under -m gpu or --gpu-report: the plain suite's summary stays as pytest prints it
+    rows = {check: _GPU_RESULTS.get(check, {"outcome": "not run", "detail": "not selected", "test": test})
+            for check, test in GPU_CHECKS.items()}
+    terminalreporter.section("gpu checks")
+    for check, row in rows.items():
+        terminalreporter.write_line(report_line(check, {"passed": "pass", "failed": "fail",
+                                                        "skipped": "skip"}.get(row["outcome"], row["outcome"]),
+                                                row["detail"]))
+    if path:
+        import json
+        import platform
+
+        import torch
+
+        doc = {"torch": torch.__version__, "cuda": torch.version.cuda, "host": platform.node(),
+               "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+               "checks": rows}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+        terminalreporter.write_line(f"gpu report written to {path}")
+
+
 class ProbeLog:
     """What the (replaced) probes were asked, so tests can say which ran."""
 

@@ -65,6 +65,14 @@ GTX_1080 = GpuFacts(name="NVIDIA GeForce GTX 1080", major=6, minor=1, total_memo
 GTX_980 = GpuFacts(name="NVIDIA GeForce GTX 980", major=5, minor=2, total_memory=4 * GiB)
 
 
+# NVIDIA H200, recorded live on 2026-11-27 (../shared/hardware/nvidia-h200-2026-11-27/run1-log.txt, the
+# "install" and "doctor+plugins" sections): nvidia-smi "NVIDIA H200, 580.159.04, 143771 MiB, 9.0"; ezpz doctor's
+# device block "1 x NVIDIA H200 (compute capability 9.0, 140 GiB) visible, found via NVML", uuid as NVML gave it.
+# This is the one device in this file that ezpz has run on (docs/hardware-validation.md).
+H200_LIVE = GpuFacts(name="NVIDIA H200", major=9, minor=0, total_memory=143771 * MiB,
+                     uuid="GPU-ab4d4a0c-598a-366f-8698-444f3204c880")
+
+
 def node(gpu: GpuFacts, count: int, first_uuid: int = 1) -> tuple[GpuFacts, ...]:
     """``count`` identical GPUs as NVML lists them, each with its own (synthetic) UUID and PCI bus id."""
     from attrs import evolve
@@ -90,17 +98,24 @@ TORCH_2_4_CU121 = TorchBuild(version="2.4.0+cu121", cuda="12.1", distributed_bac
 TORCH_2_6_CU124 = TorchBuild(version="2.6.0+cu124", cuda="12.4", distributed_backends=("gloo", "nccl"))
 TORCH_2_8_CU128 = TorchBuild(version="2.8.0+cu128", cuda="12.8", distributed_backends=("gloo", "nccl"))
 TORCH_2_13_CU130 = TorchBuild(version="2.13.0+cu130", cuda="13.0", distributed_backends=("gloo", "nccl"))
+# The H200 host's own torch, as ezpz doctor printed it there ("torch 2.11.0+cu130 cuda=13.0 ... backends=gloo,nccl";
+# run1-log.txt, NCCL 2.28.9).
+TORCH_2_11_CU130 = TorchBuild(version="2.11.0+cu130", cuda="13.0", distributed_backends=("gloo", "nccl"))
 
 ARCH_CU121 = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
 ARCH_CU124 = ARCH_CU121
 ARCH_CU128 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 ARCH_CU130 = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120")
 
+# torch_arch_list as ezpz doctor printed it on the H200 host (run1-log.txt): the probe's raw answer.
+ARCH_2_11_CU130_LIVE = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+
 ARCH = {
     TORCH_2_4_CU121.version: ARCH_CU121,
     TORCH_2_6_CU124.version: ARCH_CU124,
     TORCH_2_8_CU128.version: ARCH_CU128,
     TORCH_2_13_CU130.version: ARCH_CU130,
+    TORCH_2_11_CU130.version: ARCH_2_11_CU130_LIVE,
 }
 
 CUDA_BUILDS = (TORCH_2_4_CU121, TORCH_2_6_CU124, TORCH_2_8_CU128, TORCH_2_13_CU130)
