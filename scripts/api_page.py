@@ -44,8 +44,9 @@ tests/test_api_doc.py checks it is current. Edit the code, not this page. -->
 
 The public surface of ezpz: every module a script or a plugin may import, what
 it is for, and every name it exports (its `__all__`), with the first line of
-each docstring. Anything not listed here is internal and may change in any
-release. The hooks a plugin implements are in the [Hook reference](hooks.md);
+each docstring; on the docs site each module's full reference (signatures,
+fields, docstrings) follows its table. Anything not listed here is internal and
+may change in any release. The hooks a plugin implements are in the [Hook reference](hooks.md);
 how plugins are found and run is in [How plugins are found and run](plugins.md);
 how to write one is in [Writing a plugin](writing-a-plugin.md).
 
@@ -153,12 +154,14 @@ def page() -> str:
         if name == "ezpz":  # the root's other names are the original ezpz's API, resolved lazily (docs/migrating.md)
             out += ["The original ezpz's names (`ezpz.setup_torch`, `ezpz.get_rank`, ...) also resolve here, lazily: "
                     "see [Migrating](migrating.md).", ""]
-        if not names:
-            continue
-        out += ["| name | kind | what it is |", "|---|---|---|"]
-        for item in names:
-            obj = getattr(module, item)
-            out.append(f"| `{item}` | {_kind(obj)} | {_cell(_doc_of(module, item, obj))} |")
+        if names:
+            out += ["| name | kind | what it is |", "|---|---|---|"]
+            for item in names:
+                obj = getattr(module, item)
+                out.append(f"| `{item}` | {_kind(obj)} | {_cell(_doc_of(module, item, obj))} |")
+            out.append("")
+        # On the docs site, mkdocstrings renders the full reference (signatures, fields, docstrings) here.
+        out.append(f"::: {name}")
     return "\n".join(out) + "\n"
 
 
