@@ -1,4 +1,4 @@
-"""The ``ezpz`` command (also ``python -m ezpz``): doctor, plugins, launch, kill, smoke, new-plugin.
+"""The ``ezpz`` command (also ``python -m ezpz``): doctor, plugins, launch, kill, test, new-plugin.
 
 Only this package configures logging: ``-v`` shows ezpz's info events on
 stderr, ``-vv`` debug; ``-q`` only errors. Results go to stdout, diagnostics to
