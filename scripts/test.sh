@@ -115,6 +115,7 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
     "$vpy" -m pip uninstall -q -y "$dist_name"
   done
   rm -rf "$venv"
+  run env PYTHON="$PY" EZPZ_NEW_PLUGIN_DIST="$dist" bash scripts/new-plugin-check.sh  # `ezpz new-plugin`, both shapes, from wheels
 fi
 
 if [ "${EZPZ_SKIP_COMPAT:-0}" != 1 ]; then

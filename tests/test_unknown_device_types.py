@@ -60,12 +60,35 @@ def test_asking_for_nimbus_raises_a_named_unavailable_error_with_the_fix(nimbus_
     assert "Expected one of cpu" not in proc.stderr  # torch's raw error never reaches the user alone
 
 
-def test_doctor_shows_the_refusal(nimbus_dir: Path) -> None:
+def test_doctor_counts_the_refusal_as_a_problem_naming_the_plugin(nimbus_dir: Path) -> None:
     proc = _run([sys.executable, "-m", "ezpz", "doctor"], _env(nimbus_dir))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # setup() works (on cpu), but the plugin's device cannot
     assert "device: cpu" in proc.stdout
     lines = [line for line in proc.stdout.splitlines() if "nimbus" in line and "does not know" in line]
     assert lines, proc.stdout
+    verdict = proc.stdout[proc.stdout.rindex("problem(s):"):]
+    assert "plugin 'nimbus' offers device 'nimbus', which setup() refuses" in verdict, verdict
+    assert "EZPZ_DISABLE_PLUGINS=nimbus" in verdict
+    as_json = _run([sys.executable, "-m", "ezpz", "doctor", "--json"], _env(nimbus_dir))
+    report = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and report["ok"] is False
+    assert any("plugin 'nimbus'" in p["what"] and "does not know" in p["what"] for p in report["problems"])
+    device = next(d for d in report["decisions"] if d["topic"] == "device")
+    assert [a["problem"] for a in device["alternatives"] if a["name"] == "nimbus"] == [True]
+    # acknowledged by disabling the plugin, as the fix says: nothing broken
+    quiet = _run([sys.executable, "-m", "ezpz", "doctor"], _env(nimbus_dir, EZPZ_DISABLE_PLUGINS="nimbus"))
+    assert quiet.returncode == 0, quiet.stdout
+
+
+def test_asking_for_a_disabled_plugins_device_says_it_is_disabled_and_how_to_enable_it(nimbus_dir: Path) -> None:
+    code = ("import ezpz\nfrom ezpz.errors import UnavailableError\ntry:\n    ezpz.hooks.setup()\n"
+            "except UnavailableError as err:\n    print('NAMED', err.name, '|', err)\n")
+    proc = _run([sys.executable, "-c", code], _env(nimbus_dir, EZPZ_DEVICE="nimbus", EZPZ_DISABLE_PLUGINS="nimbus"))
+    assert proc.returncode == 0, proc.stderr
+    assert "NAMED EZPZ_DEVICE |" in proc.stdout
+    assert "plugin 'nimbus' is installed but not loaded: named in EZPZ_DISABLE_PLUGINS" in proc.stdout, proc.stdout
+    assert "remove 'nimbus' from EZPZ_DISABLE_PLUGINS to enable it" in proc.stdout
+    assert "install the plugin" not in proc.stdout
 
 
 def test_the_conformance_kit_fails_it_naming_the_check(nimbus_dir: Path) -> None:

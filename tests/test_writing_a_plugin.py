@@ -4,8 +4,10 @@ The test does what a reader of the docs site would, from the page as ``mkdocs bu
 block whose title bar names a file (mkdocs-material's ``<span class="filename">PATH</span>``, from
 ``title="PATH"``; "PATH (continued)" appends) is written to PATH in a fresh directory, then the ``$`` commands of the section "Install it and see it" run there, in a fresh
 venv that sees this environment's packages (ezpz, torch): the torch pin, ``pip install -c torch-pin.txt -e
-".[test]"`` (a real install, with build isolation), ``python -m pytest tests -q``, ``ezpz plugins``. The files
-must also equal ``plugins/ezpz-example-hpu``'s, so the tutorial and the example package cannot drift apart.
+".[test]"`` (a real install, with build isolation), ``python -m mypy --strict ezpz_example_hpu``, ``python -m pytest
+tests -q``, ``ezpz plugins``. Every file the page shows must also equal ``plugins/ezpz-example-hpu``'s, and every
+file of that package (but ``py.typed``, empty, which the page names) must be on the page, so the tutorial and the
+example package cannot drift apart. The installed result passes the conformance kit.
 """
 
 from __future__ import annotations
@@ -119,16 +121,30 @@ def _run(work: Path, py: Path, env: dict[str, str], *argv: str) -> subprocess.Co
     return subprocess.run([str(py), *argv], cwd=work, env=env, capture_output=True, text=True, timeout=300)
 
 
+#: Every file the tutorial shows, in the order it shows them.
+SHOWN = ["pyproject.toml", "README.md", "ezpz_example_hpu/__init__.py", "ezpz_example_hpu/plugin.py",
+         "ezpz_example_hpu/core.py", "tests/test_tutorial.py"]
+
+
+def _example_files() -> set[str]:
+    """Every source file of plugins/ezpz-example-hpu, relative to it (no caches, build outputs or py.typed)."""
+    skip = ("__pycache__", ".egg-info", "build/", ".pytest_cache", ".mypy_cache")
+    return {p.relative_to(EXAMPLE).as_posix() for p in EXAMPLE.rglob("*")
+            if p.is_file() and p.name != "py.typed" and not any(s in p.as_posix() for s in skip)}
+
+
 def test_every_file_of_the_package_is_in_the_tutorial():
     files = tutorial_files()
-    assert set(files) == {"pyproject.toml", "README.md", "ezpz_example_hpu/__init__.py", "ezpz_example_hpu/core.py",
-                          "ezpz_example_hpu/plugin.py", "tests/test_tutorial.py"}
+    assert list(files) == SHOWN
     elided = [ln for text in files.values() for ln in text.splitlines() if ln.strip() in ("...", "# ...")]
     assert not elided, "an elided snippet in the tutorial"
+    # The example package is the tutorial's, plus its own further tests (tests/test_example_hpu_*.py, test_typed.py).
+    extra = sorted(_example_files() - set(SHOWN))
+    assert all(p.startswith("tests/test_") for p in extra), f"files of the example the tutorial does not show: {extra}"
+    assert (EXAMPLE / "ezpz_example_hpu" / "py.typed").is_file() and "ezpz_example_hpu/py.typed" in DOC.read_text()
 
 
-@pytest.mark.parametrize("path", ["pyproject.toml", "ezpz_example_hpu/__init__.py", "ezpz_example_hpu/core.py",
-                                  "ezpz_example_hpu/plugin.py"])
+@pytest.mark.parametrize("path", SHOWN)
 def test_tutorial_files_equal_the_example_package(path):
     doc, repo = _normalised(tutorial_files()[path]), _normalised((EXAMPLE / path).read_text())
     assert doc == repo, f"docs/writing-a-plugin.md's {path} differs from plugins/ezpz-example-hpu/{path}: update the doc"
@@ -146,6 +162,7 @@ def test_the_install_step_installs_the_test_extra_before_the_tests_run():
 
 def test_the_tutorials_commands_print_what_it_shows(installed):
     outputs = installed[3]
+    assert "Success: no issues found" in outputs["python -m mypy --strict ezpz_example_hpu"]
     assert "4 passed" in outputs["python -m pytest tests -q"]
     assert re.search(r"example-hpu\s+loaded\s+ezpz-example-hpu\s+1.0.0", outputs["ezpz plugins"])
 
@@ -175,6 +192,17 @@ def test_the_conformance_report_matches_the_tutorial(installed):
     assert proc.returncode == 0, proc.stderr
     doc = next(_text(b["body"]) for b in _BLOCK.finditer(rendered()) if _text(b["body"]).startswith("plugin 'example-hpu'"))
     assert shape(doc) == shape(proc.stdout), f"update the conformance report in {DOC.name}:\n{proc.stdout}"
+    assert proc.stdout.startswith("plugin 'example-hpu' (ezpz_example_hpu.plugin): conformant"), proc.stdout
+
+
+def test_the_installed_tutorial_package_is_conformant_in_live_mode_too(installed):
+    """Live mode on the installed package: its device is simulated (planning only), so the live checks skip, saying why."""
+    work, py, env, _ = installed
+    code = ("from ezpz.testing import check_plugin; r = check_plugin('example-hpu', live=True); "
+            "print(r.passed, [x.name for x in r.results if x.name.startswith('live')], r['live'].detail)")
+    proc = _run(work, py, env, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("True ['live'] skipped: example-hpu offers no device here"), proc.stdout
 
 
 def test_ezpz_doctor_on_the_installed_package(installed):

@@ -72,8 +72,9 @@ class BackendChoice:
     alternatives: tuple[Alternative, ...] = field(default=(), converter=as_tuple)
 
 
-#: How :attr:`AmpPolicy.alternatives` reasons start, so the per-dtype support can be read back.
-SUPPORTED, UNSUPPORTED = "supported: ", "unsupported: "
+#: How :attr:`AmpPolicy.alternatives` reasons start, so the per-dtype support can be read back (and the trace
+#: reads "not fp16: supported, not chosen: ..." for a dtype the device has that the policy did not pick).
+SUPPORTED, UNSUPPORTED = "supported, not chosen: ", "unsupported: "
 
 
 @frozen(kw_only=True)

@@ -8,6 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "ConfigError",
+    "EzpzError",
+    "JobMismatchError",
+    "LaunchEnvError",
+    "PluginError",
+    "PluginTimeoutError",
+    "ProcessGroupMismatchError",
+    "RendezvousError",
+    "RendezvousTimeoutError",
+    "SetupError",
+    "UnavailableError",
+]
+
 
 def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
     """Unpickle an ezpz error without calling its keyword-only ``__init__`` again."""

@@ -58,6 +58,9 @@ class Alternative:
     name: str
     reason: str
     plugin: str = ""
+    problem: bool = False
+    """True for a fault to fix (a plugin offered a device torch cannot make), not a device that is simply absent:
+    ``ezpz doctor`` counts it as a problem."""
 
 
 def _nonempty(instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -106,6 +109,8 @@ class Rejection:
     vendor: str = field(validator=_nonempty)
     reason: str = field(validator=_nonempty)
     plugin: str = ""
+    problem: bool = False
+    """True when the device was refused for a fault to fix, not for being absent (see :attr:`Alternative.problem`)."""
 
 
 @frozen(kw_only=True)

@@ -32,6 +32,20 @@ if TYPE_CHECKING:
     from ezpz.failures.signatures import FailureSignature
     from ezpz.runtime import Runtime
 
+__all__ = [
+    "RETURNS",
+    "ezpz_detect_launch_env",
+    "ezpz_probe_devices",
+    "ezpz_select_backend",
+    "ezpz_amp_policy",
+    "ezpz_profiling",
+    "ezpz_compile_policy",
+    "ezpz_step_boundary",
+    "ezpz_before_init",
+    "ezpz_after_setup",
+    "ezpz_failure_signatures",
+]
+
 #: Every hook, in the order ``setup()`` calls it -> the record it returns besides None, as
 #: ``"module:Name"`` so that reading this module imports no record (None: the return value is ignored).
 RETURNS: Mapping[str, str | None] = {
@@ -75,7 +89,7 @@ def ezpz_detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv | None:
         ``master_port`` as None to have the core derive them
         (:func:`ezpz.launch_env.resolve_rendezvous`).
 
-    .. versionadded:: 0.1
+    .. versionadded:: 1.0
     """
 
 
@@ -93,7 +107,7 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
         priority and reason and whose rejections say why ("torch built without
         XPU"), or None when the plugin has nothing to say.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 1.0
     """
 
 
@@ -114,7 +128,7 @@ def ezpz_select_backend(
     :return: A :class:`~ezpz.decisions.BackendChoice` with reason and the
         alternatives tried, or None.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 1.0
     """
 
 
@@ -130,7 +144,7 @@ def ezpz_amp_policy(device: DeviceCandidate, build: TorchBuild, requested: str) 
     :param requested: ``"auto"``, ``"bf16"``, ``"fp16"`` or ``"fp32"``.
     :return: An :class:`~ezpz.decisions.AmpPolicy`, or None.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 1.0
     """
 
 
@@ -144,7 +158,7 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
     :param build: The installed torch's build facts.
     :return: A :class:`~ezpz.decisions.ProfilingSupport`, or None.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 1.0
     """
 
 
@@ -166,7 +180,7 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
     :param build: The installed torch's build facts.
     :return: A :class:`~ezpz.compiling.CompilePolicy`, or None.
 
-    .. versionadded:: 0.2
+    .. versionadded:: 1.0
     """
 
 
@@ -186,7 +200,7 @@ def ezpz_step_boundary(device: DeviceCandidate, build: TorchBuild) -> StepBounda
     :return: A :class:`~ezpz.decisions.StepBoundary` (``name``, ``reason``,
         ``mark``), or None.
 
-    .. versionadded:: 1.2
+    .. versionadded:: 1.0
     """
 
 
@@ -205,7 +219,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
         exported on its own, such as torchrun's ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1``,
         is not the user's: see :mod:`ezpz.launch_env.worker_env`), or None.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 1.0
     """
 
 
@@ -217,7 +231,7 @@ def ezpz_after_setup(runtime: Runtime) -> None:
 
     :param runtime: The :class:`~ezpz.runtime.Runtime` ``setup()`` returns.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 1.0
     """
 
 
@@ -238,5 +252,5 @@ def ezpz_failure_signatures() -> list[FailureSignature] | None:
 
     :return: A list of :class:`~ezpz.failures.signatures.FailureSignature`, or None.
 
-    .. versionadded:: 1.1
+    .. versionadded:: 1.0
     """

@@ -63,6 +63,7 @@ def refuse_unknown_device_types(
             reason=(f"plugin {plugin!r} offered device type {cand.device_type!r}, which this torch does not know "
                     f"({message}); install the vendor's torch extension that registers {cand.device_type!r} and "
                     f"have the plugin import it in its probe (or set EZPZ_DISABLE_PLUGINS={plugin})"),
+            problem=True,
         ))
     return kept, refused
 
@@ -79,6 +80,7 @@ def choose_device(
     local_world_size: int,
     requested: str | None = None,
     requested_from: str = "EZPZ_DEVICE",
+    not_loaded: Mapping[str, str] | None = None,
 ) -> DeviceChoice:
     """Pick this rank's device.
 
@@ -86,10 +88,13 @@ def choose_device(
     device type, vendor or plugin (``"cuda"``, ``"amd"``, ``"rocm"``), with an
     optional index. A request nothing offers is an error that lists what is on
     offer and what was rejected. Non-shared devices get index ``local_rank``,
-    which must be below the visible device count.
+    which must be below the visible device count. ``not_loaded`` maps installed
+    plugins the user's controls kept out (``EZPZ_DISABLE_PLUGINS``, ``EZPZ_PLUGINS``)
+    to why and how to let them in: a request naming one says that, not "install it".
     """
     ranked = rank_candidates(candidates)
-    rejected = [Alternative(name=r.device_type, reason=f"{r.vendor}: {r.reason}", plugin=r.plugin) for r in rejections]
+    rejected = [Alternative(name=r.device_type, reason=f"{r.vendor}: {r.reason}", plugin=r.plugin, problem=r.problem)
+                for r in rejections]
     index: int | None = None
     if requested:
         kind, index = parse_device_request(requested, name=requested_from)
@@ -97,6 +102,15 @@ def choose_device(
         if not matching:
             offered = ", ".join(f"{c.device_type} ({c.plugin})" for c in ranked) or "nothing"
             why_not = "; ".join(f"{r.name}: {r.reason}" for r in rejected if r.name == kind or kind in r.reason)
+            kept_out = (not_loaded or {}).get(kind)
+            if kept_out is not None and not why_not:
+                raise UnavailableError(
+                    name=requested_from, value=requested,
+                    expected=f"a device the loaded plugins offer here: {offered} (plugin {kind!r} is installed but "
+                             f"not loaded: {kept_out})",
+                    fix=f"let plugin {kind!r} load ({kept_out}), pick one of the offered devices, or unset "
+                        f"{requested_from}",
+                )
             raise UnavailableError(
                 name=requested_from,
                 value=requested,

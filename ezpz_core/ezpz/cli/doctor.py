@@ -100,6 +100,15 @@ def collect(environ: Mapping[str, str]) -> tuple[dict[str, Any], Explanation | N
         error = _error(err)
         problems.append(_problem(f"setup() would crash: {type(err).__name__}: {err}",
                                  "this is a bug in ezpz or a plugin; please report it with this output"))
+    for decision in explanation.decisions if explanation else ():
+        for alt in decision.alternatives:
+            if alt.problem:  # e.g. a plugin's device type this torch does not know: setup() refuses it
+                problems.append(_problem(
+                    f"plugin {alt.plugin or '?'!r} offers {decision.topic} {alt.name!r}, which setup() refuses: "
+                    f"{alt.reason}",
+                    f"install what registers {alt.name!r} with torch and have the plugin import it in its probe, "
+                    f"or set EZPZ_DISABLE_PLUGINS={alt.plugin or alt.name}",
+                ))
     plugins = plugin_rows(ezpz.hooks.get_plugin_host())
     for row in plugins:
         if row["status"] == "failed":

@@ -9,7 +9,8 @@
   :class:`~ezpz.errors.ConfigError` naming it;
 * :func:`get_logger`: structured events that obey ezpz's rank filter; never configures logging;
 * :func:`with_ds_accelerator`: tell DeepSpeed which accelerator ezpz chose, from ``ezpz_before_init``.
-* :func:`with_nccl_hang_budget`: torch's NCCL watchdog (NCCL and RCCL) set from ``EZPZ_TIMEOUT``, from ``ezpz_before_init``.
+* :func:`with_nccl_hang_budget`: torch's NCCL watchdog (NCCL and RCCL) set from ``EZPZ_TIMEOUT``, from ``ezpz_before_init``;
+  :func:`nccl_watchdog_env` and :data:`HEARTBEAT_FLOOR_S`, the settings it applies, for an NCCL-derived library.
 
 ``import ezpz.plugin_kit`` costs only the standard library: the records behind the backend options and
 the visible-devices list load on first use of those names, so a hook may call :func:`facts_if_ours` before
@@ -25,16 +26,20 @@ from ezpz.plugin_kit.logs import get_logger
 
 if TYPE_CHECKING:
     from ezpz.plugin_kit.backends import backend_in_build, gloo_fallback, vendor_then_gloo
-    from ezpz.plugin_kit.lifecycle import with_ds_accelerator, with_nccl_hang_budget
+    from ezpz.plugin_kit.lifecycle import (
+        HEARTBEAT_FLOOR_S, nccl_watchdog_env, with_ds_accelerator, with_nccl_hang_budget,
+    )
     from ezpz.plugin_kit.visible import VisibleList, parse_visible_devices
     from ezpz.inputs.settings import parse_bool
 
 __all__ = [
+    "HEARTBEAT_FLOOR_S",
     "VisibleList",
     "backend_in_build",
     "facts_if_ours",
     "get_logger",
     "gloo_fallback",
+    "nccl_watchdog_env",
     "parse_bool",
     "parse_visible_devices",
     "vendor_then_gloo",
@@ -50,6 +55,8 @@ _LAZY = {
     "parse_visible_devices": "ezpz.plugin_kit.visible",
     "with_ds_accelerator": "ezpz.plugin_kit.lifecycle",
     "with_nccl_hang_budget": "ezpz.plugin_kit.lifecycle",
+    "nccl_watchdog_env": "ezpz.plugin_kit.lifecycle",
+    "HEARTBEAT_FLOOR_S": "ezpz.plugin_kit.lifecycle",
     "parse_bool": "ezpz.inputs.settings",
 }
 

@@ -30,6 +30,18 @@ def _no_answer(hook: str, device: DeviceCandidate) -> UnavailableError:
     )
 
 
+def _not_loaded(hooks: Hooks) -> dict[str, str]:
+    """Installed plugins the user's controls kept out, by name -> why, and how to let each in."""
+    out: dict[str, str] = {}
+    for record in hooks.host.records.values():
+        if record.status == "blocked":
+            out[record.name.lower()] = (f"{record.reason}; remove {record.name!r} from EZPZ_DISABLE_PLUGINS to "
+                                        "enable it")
+        elif record.status == "not-allowed":
+            out[record.name.lower()] = f"{record.reason}; add {record.name!r} to EZPZ_PLUGINS to enable it"
+    return out
+
+
 def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str], build: TorchBuild) -> SetupPlan:
     environ = snapshot(environ)  # every hook reads the same copy; a write raises in the hook (ezpz.startup.environ)
     found = hooks.detect_launch_env(environ)
@@ -55,7 +67,7 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     rejections += refused
     device = choose_device(
         candidates, rejections, local_rank=launch.local_rank, local_world_size=launch.local_world_size,
-        requested=settings.device, requested_from=settings.device_from,
+        requested=settings.device, requested_from=settings.device_from, not_loaded=_not_loaded(hooks),
     )
     cand = device.candidate
 

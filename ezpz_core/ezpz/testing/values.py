@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ezpz.compiling import CompilePolicy
 from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport
 from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport
 
@@ -80,6 +81,9 @@ def summary(value: object) -> str:
         return f"activities {','.join(value.activities)}, marker {value.marker}"
     if isinstance(value, LifecycleAction):
         return value.reason
+    if isinstance(value, CompilePolicy):
+        mode = f", mode {value.mode}" if value.mode else ""
+        return f"{value.backend}{mode}: {value.reason}"
     if isinstance(value, LaunchEnv):
         return f"{value.launcher}: rank {value.rank}/{value.world_size}"
     return type(value).__name__

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from attrs import field, frozen, validators
 
 from ezpz.facts import TorchBuild
 
 __all__ = ["CudaFacts", "GpuFacts"]
+
+
+def _gpu_facts(values: Iterable[GpuFacts]) -> tuple[GpuFacts, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
+
+
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
 
 
 @frozen(kw_only=True)
@@ -59,12 +71,12 @@ class CudaFacts:
     """
 
     build: TorchBuild
-    gpus: tuple[GpuFacts, ...] = field(converter=tuple)
-    physical_ids: tuple[str, ...] = field(converter=tuple)
+    gpus: tuple[GpuFacts, ...] = field(converter=_gpu_facts)
+    physical_ids: tuple[str, ...] = field(converter=_strings)
     probe: str = "nvml"
-    arch_list: tuple[str, ...] = field(default=(), converter=tuple)
+    arch_list: tuple[str, ...] = field(default=(), converter=_strings)
     visible_devices: str | None = None
-    notes: tuple[str, ...] = field(default=(), converter=tuple)
+    notes: tuple[str, ...] = field(default=(), converter=_strings)
 
     @property
     def weakest(self) -> GpuFacts:

@@ -15,7 +15,7 @@ Variables", https://docs.pytorch.org/docs/stable/torch_nccl_environment_variable
 
 from __future__ import annotations
 
-from ezpz.plugin_kit.lifecycle import HEARTBEAT_FLOOR_S, nccl_watchdog_env  # re-exported: torch's, not vendor's
+from ezpz.plugin_kit import HEARTBEAT_FLOOR_S, nccl_watchdog_env  # re-exported: torch's, not vendor's
 
 __all__ = ["HEARTBEAT_FLOOR_S", "SIGNATURES", "nccl_watchdog_env"]
 

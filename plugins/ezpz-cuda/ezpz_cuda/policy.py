@@ -6,7 +6,7 @@ torch version); the sources are listed in ``docs/vendors/cuda.md``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from attrs import field, frozen
 
@@ -108,6 +108,21 @@ def unsupported_by_build(facts: CudaFacts) -> str | None:
 # -- which devices are visible -----------------------------------------------------------
 
 
+def _ints(values: Iterable[int]) -> tuple[int, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
+
+
+def _ints_or_strings(values: Iterable[int | str]) -> tuple[int | str, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
+
+
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
+
+
 @frozen
 class VisibleDevices:
     """``CUDA_VISIBLE_DEVICES`` parsed the way CUDA and ``torch.cuda`` read it.
@@ -118,7 +133,7 @@ class VisibleDevices:
 
     raw: str | None
     restricted: bool
-    entries: tuple[int | str, ...] = field(default=(), converter=tuple)
+    entries: tuple[int | str, ...] = field(default=(), converter=_ints_or_strings)
 
     @property
     def none(self) -> bool:
@@ -147,8 +162,8 @@ def parse_visible_devices(raw: str | None) -> VisibleDevices:
 class Selection:
     """The physical GPUs (NVML indices) behind ``cuda:0``, ``cuda:1``, ..., with caveats."""
 
-    indices: tuple[int, ...] = field(converter=tuple)
-    notes: tuple[str, ...] = field(default=(), converter=tuple)
+    indices: tuple[int, ...] = field(converter=_ints)
+    notes: tuple[str, ...] = field(default=(), converter=_strings)
 
 
 def select_visible(visible: VisibleDevices, physical: Sequence[GpuFacts]) -> Selection:

@@ -19,6 +19,7 @@ from typing import Literal
 
 from attrs import field, frozen
 
+from ezpz.compiling import CompileOption
 from ezpz.decisions import BackendOption, PrecisionOption
 from ezpz.errors import ConfigError
 from ezpz.facts import DeviceCandidate, TorchBuild
@@ -33,6 +34,7 @@ __all__ = [
     "VISIBLE_VAR",
     "HpuFacts",
     "backend_options",
+    "compile_options",
     "device_label",
     "hpu_candidate",
     "precision_options",
@@ -184,6 +186,19 @@ def precision_options(facts: HpuFacts) -> list[PrecisionOption]:
                         reason="Gaudi's matrix engines compute bf16 natively; bf16 is Habana's recommended autocast dtype"),
         PrecisionOption(dtype="fp16", supported=False,
                         reason="this example plugin offers bf16 only for hpu autocast"),
+    ]
+
+
+def compile_options(facts: HpuFacts) -> list[CompileOption]:
+    """``torch.compile`` backends in preference order, each with why it does (not) work on the device."""
+    return [
+        CompileOption(backend="inductor", available=False,
+                      reason="TorchInductor has no hpu code generator; Habana's own compiler is the 'hpu_backend' "
+                             "that habana_frameworks registers with torch.compile"),
+        CompileOption(backend="aot_eager", available=not facts.simulated,
+                      reason="TorchDynamo and AOTAutograd trace the model; the graph runs on the hpu kernels"
+                      if not facts.simulated else "a simulated device has no kernels to run a traced graph on"),
+        CompileOption(backend="none", available=True, reason="not compiling: the model runs eagerly"),
     ]
 
 

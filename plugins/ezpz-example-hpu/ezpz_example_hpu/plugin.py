@@ -1,17 +1,19 @@
 """Example ezpz plugin for a Gaudi-style accelerator: device type ``hpu``, collectives ``hccl``.
 
 Read this package as the plugin-author tutorial. A device plugin answers
-four questions for its device, each in one hook:
+five questions for its device, each in one hook:
 
 1. ``ezpz_probe_devices``: is my device here, how many, and if not, why not?
 2. ``ezpz_select_backend``: which collective backend for my device?
 3. ``ezpz_amp_policy``: which autocast dtype, grad scaler and TF32 setting?
 4. ``ezpz_profiling``: which profiler activities and range markers?
+5. ``ezpz_compile_policy``: which ``torch.compile`` backend, and why not the others?
 
 and may prepare the process just before ``init_process_group`` in
-``ezpz_before_init``. It does not implement ``ezpz_detect_launch_env``
-(launchers are not a device's business) or ``ezpz_after_setup`` (nothing to
-observe here).
+``ezpz_before_init``. It does not implement ``ezpz_step_boundary`` (the device
+is eager), ``ezpz_failure_signatures`` (no runtime texts to recognise here),
+``ezpz_detect_launch_env`` (launchers are not a device's business) or
+``ezpz_after_setup`` (nothing to observe here).
 
 Where the device comes from, in order:
 
@@ -57,12 +59,14 @@ from ezpz import hookimpl
 if TYPE_CHECKING:  # names for the annotations only: with `from __future__ import annotations` they stay strings
     from collections.abc import Mapping
 
+    from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
     "ezpz_amp_policy",
     "ezpz_before_init",
+    "ezpz_compile_policy",
     "ezpz_probe_devices",
     "ezpz_profiling",
     "ezpz_select_backend",
@@ -138,6 +142,19 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
         reason="CPU profiler activity only: this example does not wire up Habana's profiler; "
                "Runtime.range() still records torch record_function ranges under the profiler",
     )
+
+
+@hookimpl
+def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePolicy | None:
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)  # imports nothing: another vendor's device costs nothing here
+    if facts is None:
+        return None  # not our device: the plugin that offered it answers
+    from ezpz.compiling import choose_compile
+    from ezpz_example_hpu.core import compile_options, device_label
+
+    return choose_compile(compile_options(facts), device=device_label(facts))
 
 
 @hookimpl

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 from attrs import field, frozen
 
@@ -18,6 +20,16 @@ def hip_release(hip: str) -> tuple[int, int]:
     from ezpz.facts import parse_release
 
     return parse_release(hip)
+
+
+def _rocm_gpus(values: Iterable[RocmGpu]) -> tuple[RocmGpu, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
+
+
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
 
 
 @frozen(kw_only=True)
@@ -55,7 +67,7 @@ class VisibleDevices:
     physical_ids: tuple[str, ...] | None = None
     var: str | None = None
     reason: str = "no visible-devices variable set: every GPU is visible, torch index = physical index"
-    ignored: tuple[str, ...] = field(default=(), converter=tuple)
+    ignored: tuple[str, ...] = field(default=(), converter=_strings)
 
 
 @frozen(kw_only=True)
@@ -69,12 +81,12 @@ class RocmFacts:
     """
 
     hip: str
-    gpus: tuple[RocmGpu, ...] = field(converter=tuple)
+    gpus: tuple[RocmGpu, ...] = field(converter=_rocm_gpus)
     source: str
     runtime_initialised: bool
     visible: VisibleDevices = field(factory=VisibleDevices)
     tunableop: bool = False
-    notes: tuple[str, ...] = field(default=(), converter=tuple)
+    notes: tuple[str, ...] = field(default=(), converter=_strings)
 
     @property
     def rocm_release(self) -> tuple[int, int]:

@@ -8,11 +8,18 @@ a generation and the chips this host drives.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from typing import Literal
 
 from attrs import field, frozen
 
 __all__ = ["GENERATIONS", "Generation", "TpuFacts"]
+
+
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
 
 
 @frozen(kw_only=True)
@@ -78,7 +85,7 @@ class TpuFacts:
     generation: Generation | None = None
     slice_chips: int | None = None
     worker_id: int | None = None
-    worker_hostnames: tuple[str, ...] = field(default=(), converter=tuple)
+    worker_hostnames: tuple[str, ...] = field(default=(), converter=_strings)
 
     @property
     def on_tpu(self) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from attrs import field, frozen
 
 __all__ = ["XpuDeviceProps", "XpuFacts"]
@@ -10,6 +12,11 @@ __all__ = ["XpuDeviceProps", "XpuFacts"]
 def _opt_bool(value: object) -> bool | None:
     """torch reports capability flags as bool or 0/1; ``None`` means "this torch does not say"."""
     return None if value is None else bool(value)
+
+
+def _xpu_device_props(values: Iterable[XpuDeviceProps]) -> tuple[XpuDeviceProps, ...]:
+    """attrs converter with a typed signature (``converter=tuple`` fails ``mypy --strict``)."""
+    return tuple(values)
 
 
 @frozen(kw_only=True)
@@ -53,7 +60,7 @@ class XpuFacts:
 
     torch_version: str
     device_count: int
-    devices: tuple[XpuDeviceProps, ...] = field(default=(), converter=tuple)
+    devices: tuple[XpuDeviceProps, ...] = field(default=(), converter=_xpu_device_props)
     affinity_mask: str | None = None
     hierarchy: str | None = None
     ccl_bindings: bool = False
