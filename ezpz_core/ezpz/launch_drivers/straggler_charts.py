@@ -104,9 +104,14 @@ def _chart_lines(history: Mapping[str, Any], width: int) -> list[str]:
     return lines
 
 
+def _bounds(factor: float) -> tuple[float, ...]:
+    """Where each colour of :data:`_PALETTE` after the first begins, as time / median: rising for any factor."""
+    return (1 + (factor - 1) / 4, 1 + (factor - 1) / 2, 1 + (factor - 1) * 3 / 4, factor, factor * 1.5,
+            factor * 2.5, factor * 4)
+
+
 def _level(ratio: float, factor: float) -> int:
-    bounds = (1.1, 1.25, (1 + factor) / 2, factor, factor * 1.5, factor * 2.5, factor * 4)
-    return sum(ratio > b for b in bounds)
+    return sum(ratio >= b for b in _bounds(factor))
 
 
 def _place(wanted: list[float], top: float, bottom: float, gap: float) -> list[float]:
@@ -160,7 +165,7 @@ def _heat_map(history: Mapping[str, Any]) -> tuple[list[str], int, str] | None:
     row_h, col_w = plot_h / len(rows), plot_w / len(columns)
     per_row = max(int(r["n"]) for r in rows)
     subtitle = (f"{_what(history)}, {n} ranks in {len(rows)} rows (host order, up to {per_row} ranks a row: "
-                f"the slowest one's time), {len(columns)} columns of up to {hm['reports_per_column']} reports; "
+                f"the slowest one's time), {len(columns)} columns ({hm['reports_per_column']} report(s) each); "
                 f"colour: time / the column's median")
     out = ['<g id="cells" shape-rendering="crispEdges">']
     for i, row in enumerate(rows):
@@ -182,13 +187,13 @@ def _heat_map(history: Mapping[str, Any]) -> tuple[list[str], int, str] | None:
     out += _straggler_labels(history, rows, host_of, hosts, left + plot_w, top, row_h, plot_h)
     legend_y = top + plot_h + 40
     out.append(f'<text x="{left}" y="{legend_y + 11}">time / median:</text>')
-    bounds = ("< 1.1", "1.1", "1.25", f"{(1 + factor) / 2:.2g}", f"{factor:g} (straggler)", f"{factor * 1.5:g}",
-              f"{factor * 2.5:g}", f"> {factor * 4:g}")
+    bounds = _bounds(factor)
+    labels = [f"< {bounds[0]:.3g}"] + [f"≥ {b:.3g}" + (" straggler" if b == factor else "") for b in bounds]
     x = left + 90
-    for colour, label in zip(_PALETTE, bounds):
+    for colour, label in zip(_PALETTE, labels):
         out.append(f'<rect x="{x}" y="{legend_y}" width="14" height="14" fill="{colour}" stroke="#999"/>')
         out.append(f'<text x="{x + 18}" y="{legend_y + 11}">{escape(label)}</text>')
-        x += 24 + 7 * len(label)
+        x += 26 + 6 * len(label)
     return out, int(legend_y + 30), subtitle
 
 

@@ -67,6 +67,7 @@ class StragglerWatch:
         self._names: dict[int, str] = {}
         self._own_best: float | None = None
         self._own_consecutive = 0
+        self._hosts_sent = False
         self._last_count = 0
         self._buffers: dict[tuple[Any, int], tuple[Any, list[Any]]] = {}
         self.history: StragglerHistory | None = None
@@ -101,7 +102,8 @@ class StragglerWatch:
         self._names.update({section_key(n): n for n in mine.sections})
         self._sections.clear()
         self.sent = mine
-        if self.history is None:
+        if not self._hosts_sent:
+            self._hosts_sent = True
             hosts = self._collect(torch.tensor(host_row(self.host), dtype=torch.uint8), HOST_BYTES)
             if hosts is not None:
                 self.history = StragglerHistory(hosts_from_rows(bytes(hosts.flatten().tolist())))

@@ -185,6 +185,7 @@ class HistorySnapshot:
         ordered = torch.sort(took).values
         n = ordered.numel()
         percentiles = {str(p): int(round(float(ordered[round(p / 100 * (n - 1))]) * 1e6)) for p in _PERCENTILES}
+        percentiles["50"] = int(round(self.report["median_s"] * 1e6))  # the report's median (even counts: the mean of two)
         lo, hi = float(ordered[0]), float(ordered[-1])
         bins = _BINS if hi > lo else 1
         at = ((took - lo) / ((hi - lo) or 1.0) * bins).to(torch.int64).clamp(0, bins - 1)
