@@ -16,6 +16,7 @@ from ezpz.launch_drivers.straggler_charts import LABEL_GAP, chart_lines, chart_s
 from ezpz.launch_drivers.straggler_report import (ReportFollower, read_history, read_report, replacement_verdict,
                                                   summary_lines)
 from ezpz.steps.straggler_exchange import HISTORY_NAME, REPORT_NAME, StragglerWatch
+from ezpz.steps.straggler_history import pack_ints, unpack_ints
 from ezpz.steps.straggler_rows import RankTimes, host_row
 from ezpz.steps.straggler_scores import score
 
@@ -140,9 +141,17 @@ def test_labels_of_many_stragglers_never_overlap_and_the_rest_are_counted(tmp_pa
     more = [t for t in labels if t.get("data-rank") is None]
     assert 20 < len(named) < 255 and len(more) == 1
     assert more[0].text == f"+ {255 - len(named)} more stragglers"
-    latest = history["latest_us"]
+    latest = unpack_ints(history["latest_us"], 1024)
     hidden = set(history["stragglers"]) - set(named)
     assert min(latest[r] for r in named) >= max(latest[r] for r in hidden)  # the slowest are the ones kept
+
+
+def test_packed_arrays_round_trip_and_bad_ones_read_as_none():
+    values = [0, -1, 2**31 - 1, 250100]
+    assert unpack_ints(pack_ints(values), 4) == values
+    assert unpack_ints(pack_ints(values), 3) is None
+    for bad in ([1, 2], {"int32_b64": "***"}, {"int32_b64": "AAA="}, {"int32_b64": 5}):
+        assert unpack_ints(bad) is None, bad
 
 
 def test_an_svg_without_a_report_says_so():

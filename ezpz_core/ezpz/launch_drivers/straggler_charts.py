@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
+from ezpz.steps.straggler_history import unpack_ints
+
 __all__ = ["LABEL_GAP", "SLOWEST_SHOWN", "chart_lines", "chart_svg"]
 
 SLOWEST_SHOWN = 8
@@ -36,6 +38,9 @@ _PALETTE = ("#eef3f8", "#dbe6f1", "#fde0c5", "#fbb47a", "#f4794a", "#d7301f", "#
 
 
 def _ints(value: Any, n: int | None = None) -> list[int] | None:
+    """A list of whole numbers (``n`` of them when given), plain or packed; None when it is not that."""
+    if isinstance(value, dict):
+        return unpack_ints(value, n)
     if not isinstance(value, list) or (n is not None and len(value) != n):
         return None
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
@@ -150,12 +155,13 @@ def chart_svg(history: Mapping[str, Any] | None, title: str = "ezpz: straggler h
 def _heat_map(history: Mapping[str, Any]) -> tuple[list[str], int, str] | None:
     hm = history["heatmap"]
     rows, columns = hm["rows"], hm["columns"]
-    cells = hm["cells_us"]
-    medians = _ints(hm["median_us"], len(columns))
-    if not (isinstance(rows, list) and rows and isinstance(columns, list) and columns and medians
-            and isinstance(cells, list) and len(cells) == len(columns)
-            and all(_ints(c, len(rows)) is not None for c in cells)):
+    if not (isinstance(rows, list) and rows and isinstance(columns, list) and columns):
         return None
+    medians = _ints(hm["median_us"], len(columns))
+    flat = _ints(hm["cells_us"], len(rows) * len(columns))
+    if medians is None or flat is None:
+        return None
+    cells = [flat[j * len(rows):(j + 1) * len(rows)] for j in range(len(columns))]
     n, factor = int(history["ranks"]), float(history["factor"])
     hosts, host_of = history["hosts"], _ints(history["host_of_rank"], n)
     if host_of is None:

@@ -60,7 +60,7 @@ def read_history(report_path: Path, data: Mapping[str, Any]) -> dict[str, Any] |
         return None
     history = _read_json(report_path.parent / name, MAX_HISTORY_BYTES)
     if not (isinstance(history, dict) and isinstance(history.get("heatmap"), dict)
-            and isinstance(history.get("latest_us"), list) and isinstance(history.get("hosts"), list)):
+            and isinstance(history.get("latest_us"), dict) and isinstance(history.get("hosts"), list)):
         return None
     return history
 
