@@ -221,8 +221,21 @@ def test_the_writer_keeps_only_the_newest_report_and_flushes(tmp_path):
     assert writer.flush(10)
     assert json.loads((tmp_path / "a.json").read_text()) == {"n": 4} and writer.replaced == 2
     writer.submit(lambda: {"b.json": 1 / 0})  # a broken report is logged, never raised
+    assert writer.flush(10) and not (tmp_path / "b.json").exists() and writer.written == 2
+
+
+def test_the_heavy_file_waits_its_turn_but_a_flush_writes_it(tmp_path):
+    writer = ReportWriter(tmp_path, duty=1e-6)  # after one heavy write, the next is due in ages
+    writer.submit(lambda: {"head.json": 1}, lambda: {"history.json": 1})
+    assert writer.flush(10) and writer.heavy_written == 1
+    for n in (2, 3):
+        writer.submit(lambda n=n: {"head.json": n}, lambda n=n: {"history.json": n})
+    deadline = __import__("time").monotonic() + 10
+    while writer.written < 3 and __import__("time").monotonic() < deadline:
+        __import__("time").sleep(0.01)
+    assert json.loads((tmp_path / "history.json").read_text()) == 1  # not due yet: the small file goes on alone
     writer.close()
-    assert not (tmp_path / "b.json").exists() and writer.written == 2
+    assert json.loads((tmp_path / "history.json").read_text()) == 3 and writer.heavy_written == 2
 
 
 class _Event:

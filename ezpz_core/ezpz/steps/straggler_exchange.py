@@ -224,4 +224,4 @@ class StragglerWatch:
         snapshot = history.snapshot()
         if self.writer is None:
             self.writer = ReportWriter(self.report_dir)
-        self.writer.submit(lambda: {HISTORY_NAME: snapshot.to_json(), REPORT_NAME: head})
+        self.writer.submit(lambda: {REPORT_NAME: head}, lambda: {HISTORY_NAME: snapshot.to_json()})
