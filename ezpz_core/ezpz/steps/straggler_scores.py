@@ -136,10 +136,10 @@ def score_table(table: Any, *, factor: float, own_best: Any = None, host_of: Cal
     measure = "sections" if sections else "step"
     took = (work if sections else table[:, Col.STEP_S]).clone()
     took = torch.nan_to_num(took, nan=0.0, posinf=0.0).clamp_(min=0.0)  # hostile rows: never NaN scores
-    ordered = torch.sort(took).values
     n = took.numel()
-    median = float((ordered[(n - 1) // 2] + ordered[n // 2]) / 2)
-    best, slowest = float(ordered[0]), float(ordered[-1])
+    lower = took.kthvalue((n + 1) // 2).values  # two selections, O(ranks): the median of an even count is their mean
+    median = float((lower + took.kthvalue(n // 2 + 1).values) / 2) if n % 2 == 0 else float(lower)
+    best, slowest = float(took.min()), float(took.max())
     safe = torch.where(took > 0, took, torch.ones_like(took))
     relative = torch.where(took > 0, (best / safe).clamp(0.0, 1.0), torch.ones_like(took))
     prior = took if own_best is None else torch.minimum(own_best.to(torch.float64), took)
@@ -179,6 +179,12 @@ def _section_best(torch: Any, table: Any, rows: Sequence[Any]) -> dict[int, floa
         for k in row[Col.SLOTS::2].tolist():
             if k >= 0 and int(k) not in wanted and len(wanted) < _MAX_SECTION_KEYS:
                 wanted.append(int(k))
+    if not wanted:
+        return {}
+    if bool((keys == keys[0]).all()):  # every rank timed the same sections (the usual case): a column each
+        mins = torch.where(torch.isnan(secs), torch.full_like(secs, float("inf")), secs).min(dim=0).values
+        return {int(k): float(m) for k, m in zip(keys[0].tolist(), mins.tolist())
+                if k >= 0 and int(k) in wanted and m != float("inf")}
     best = {}
     for k in wanted:
         found = secs[(keys == float(k)) & ~torch.isnan(secs)]
