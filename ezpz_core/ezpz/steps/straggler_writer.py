@@ -98,11 +98,20 @@ class ReportWriter:
         return True
 
     def close(self, timeout_s: float = FLUSH_S) -> None:
-        """Write what is pending (bounded by ``timeout_s``), then stop the thread."""
+        """Write what is pending, then stop the thread and wait for it, all within ``timeout_s``.
+
+        Waiting matters at exit: a thread still inside torch when the interpreter finalizes aborts the process
+        (``terminate called without an active exception``, see :mod:`ezpz.primitives.abandoned_threads`).
+        """
+        deadline = time.monotonic() + timeout_s
         done = self.flush(timeout_s)
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(deadline - time.monotonic(), 0.0))
+            done = done and not thread.is_alive()
         if not done:
             log.warning("straggler_report_not_flushed", folder=str(self.folder), waited_s=timeout_s)
 
