@@ -48,6 +48,7 @@ from ezpz.steps.straggler_exchange import HISTORY_NAME, REPORT_NAME, StragglerWa
 from ezpz.steps.straggler_rows import RankTimes, host_row  # noqa: E402
 
 EVERY, SLOW, PER_HOST = 25, 1000, 8
+PAIRED = 100  # the last reports, each taken by the old rank 0 and a fresh one, alternating which goes first
 BASELINE_REV = "a82135d"  # the layout commit: the exchange before this rewrite
 
 
@@ -127,18 +128,30 @@ def run(n: int, reports: int) -> dict:
     recent = tuple([0.26] * EVERY)
     t0s, t1s, verdicts = [], [], []
     first_report_s = 0.0
+    young, pairs = None, []
     for i in range(1, reports + 1):  # rank 0 first, on its own: its writer thread shares this process's GIL
         peers.next(i * EVERY)
-        w0.section("compute", 0.05)
-        w0.section("data", 0.002)
-        a = time.perf_counter()
-        w0.report(i * EVERY, recent)
-        took = time.perf_counter() - a
+        if i == reports - PAIRED:  # a fresh rank 0 beside the old one for the last reports: paired flatness
+            young = StragglerWatch(rank=0, world_size=n, every=EVERY, factor=1.5, host="node00000",
+                                   report_dir=tempfile.mkdtemp(prefix=f"ezpz-straggler-{n}-young-"),
+                                   gather=peers.gather, broadcast=lambda row: row)
+        order = [w0] if young is None else ([w0, young] if i % 2 else [young, w0])
+        took = {}
+        for w in order:
+            w.section("compute", 0.05)
+            w.section("data", 0.002)
+            a = time.perf_counter()
+            w.report(i * EVERY, recent)
+            took[id(w)] = time.perf_counter() - a
         if i == 1:
-            first_report_s = took  # host names travel once: reported apart
+            first_report_s = took[id(w0)]  # host names travel once: reported apart
         else:
-            t0s.append(took)
+            t0s.append(took[id(w0)])
+        if young is not None and i > reports - PAIRED:  # the young one's first report (host names) is not paired
+            pairs.append(took[id(w0)] / took[id(young)])
         verdicts.append(verdict[0])
+    if young is not None:
+        young.close()
     writer = w0.writer
     flush_t = time.perf_counter()
     writer.flush()
@@ -157,7 +170,7 @@ def run(n: int, reports: int) -> dict:
     peers.table = peers.base  # the synthetic tables are the harness's, not the watch's
     gc.collect()
     rss = _rss() - rss0
-    out = {"n": n, "reports": reports, "t0": t0s, "t1": t1s, "first_report_s": first_report_s,
+    out = {"n": n, "reports": reports, "t0": t0s, "pairs": pairs, "t1": t1s, "first_report_s": first_report_s,
            "held0": _held_bytes(w0), "held1": _held_bytes(w1), "rss": rss, "rss_rank0": rss_rank0,
            "files": {p.name: p.stat().st_size for p in (folder / REPORT_NAME, folder / HISTORY_NAME)},
            "written": writer.written, "replaced": writer.replaced, "heavy": writer.heavy_written,
@@ -239,6 +252,9 @@ def main() -> None:
         print(f"\n{n} ranks ({time.perf_counter() - t:.0f} s)")
         print(f"  rank 0 (report dir), per report     {_stats(r['t0'])}   first 100 {_stats(r['t0'][:k])}   "
               f"last 100 {_stats(r['t0'][-k:])}   flat {flat0:.2f}   goal < 100 ms")
+        if r["pairs"]:
+            print(f"  rank 0 with {r['reports'] - PAIRED} reports behind it / a fresh rank 0, the last {len(r['pairs'])} "
+                  f"reports, alternating: median paired ratio {statistics.median(r['pairs']):.3f}   flat = 1")
         print(f"  rank 1, per report                  {_stats(r['t1'])}   first 100 {_stats(r['t1'][:k])}   "
               f"last 100 {_stats(r['t1'][-k:])}   flat {flat1:.2f}   goal < 5 ms")
         print(f"  first report (host names, once)     {r['first_report_s'] * 1e3:7.1f} ms on rank 0")
