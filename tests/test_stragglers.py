@@ -279,3 +279,35 @@ def test_the_device_timer_gives_the_mean_device_step_time_between_reports_and_a_
     watch.report(10, (0.05,) * 9)
     assert watch._new_event is None and watch.sent.device_s is None and sent is not None
     assert "device_us" not in watch.history.snapshot().to_json()
+
+
+_EXIT_SCRIPT = r'''
+import sys, torch
+from ezpz.steps.straggler_exchange import StragglerWatch
+from ezpz.steps.straggler_rows import RankTimes
+n = 64
+table = torch.tensor(RankTimes(rank=0, host="-", step=0, step_s=0.05, steps=5).row(), dtype=torch.float64).repeat(n, 1)
+table[3, 2] = 0.5
+def gather(mine):
+    if mine.dtype == torch.uint8:
+        return torch.zeros((n, mine.numel()), dtype=torch.uint8)
+    table[:, 0] = mine[0]
+    return table
+w = StragglerWatch(rank=0, world_size=n, every=5, factor=1.5, report_dir=sys.argv[1], host="h",
+                   gather=gather, broadcast=lambda v: v)
+for i in range(1, 41):
+    w.report(5 * i, (0.05,) * 5)
+'''
+
+
+def test_the_last_report_is_written_at_exit_and_the_exit_is_clean(tmp_path):
+    import subprocess
+    import sys
+
+    for attempt in range(3):  # the history is due only 5 % of the time: the exit writes the last one
+        out = tmp_path / str(attempt)
+        proc = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, str(out)], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0 and "terminate called" not in proc.stderr, proc.stderr[-2000:]
+        assert json.loads((out / REPORT_NAME).read_text())["report"]["step"] == 200
+        assert json.loads((out / HISTORY_NAME).read_text())["step"] == 200
