@@ -311,3 +311,23 @@ def test_the_last_report_is_written_at_exit_and_the_exit_is_clean(tmp_path):
         assert proc.returncode == 0 and "terminate called" not in proc.stderr, proc.stderr[-2000:]
         assert json.loads((out / REPORT_NAME).read_text())["report"]["step"] == 200
         assert json.loads((out / HISTORY_NAME).read_text())["step"] == 200
+
+
+def test_the_default_exchange_runs_on_torch_distributed_and_gloo_takes_cpu_tensors(tmp_path):
+    """The real collectives (gather, broadcast) in a one-rank gloo group; a device gloo serves means the CPU."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        watch = StragglerWatch(rank=0, world_size=1, every=5, factor=1.5, report_dir=str(tmp_path), host="n0",
+                               device="cuda:0")  # the plan's device; gloo serves it, so the rows stay on the CPU
+        watch.section("compute", 0.01)
+        first = watch.report(5, (0.02,) * 5)
+        second = watch.report(10, (0.02,) * 10)
+        assert watch._collective_device() == torch.device("cpu")
+        assert (first.step, second.step, second.count, second.measure) == (5, 10, 0, "step")
+        assert watch.history.host_names == ["n0"] and watch.history.reports == 2
+        watch.close()
+        assert json.loads((tmp_path / REPORT_NAME).read_text())["report"]["step"] == 10
+    finally:
+        dist.destroy_process_group()

@@ -198,8 +198,11 @@ class StragglerWatch:
             import torch.distributed as dist
 
             device = torch.device(self._device if self._device is not None else "cpu")
+            parts: dict[str, str] = {}
             try:  # "nccl", "gloo", "cpu:gloo,cuda:nccl"
-                parts = dict(p.split(":", 1) if ":" in p else ("*", p) for p in str(dist.get_backend()).split(","))
+                for part in str(dist.get_backend()).split(","):
+                    kind, _, name = part.rpartition(":")
+                    parts[kind or "*"] = name
             except Exception:  # not a group torch knows: the CPU is always served
                 parts = {}
             served_by = parts.get(device.type, parts.get("*", "gloo"))

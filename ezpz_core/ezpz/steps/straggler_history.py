@@ -29,6 +29,8 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
+from attrs import frozen
+
 from ezpz.steps.straggler_scores import Scored
 
 __all__ = ["MAX_COLUMNS", "MAX_ROWS", "RECENT", "SLOWEST", "HistorySnapshot", "StragglerHistory", "pack_ints",
@@ -201,11 +203,30 @@ def unpack_ints(value: Any, n: int | None = None) -> list[int] | None:
     return out.tolist()
 
 
+@frozen(kw_only=True, eq=False)
 class HistorySnapshot:
     """Copies of the history at one report; :meth:`to_json` builds the file's content (on the writer's thread)."""
 
-    def __init__(self, **parts: Any) -> None:
-        self.__dict__.update(parts)
+    report: dict[str, Any]
+    ranks: int
+    reports: int
+    span: int
+    host_names: list[str]
+    host_index: Any
+    took: Any
+    best: Any
+    mean: Any
+    m2: Any
+    device: Any
+    slowest: Any
+    slowest_recent: Any
+    recent_steps: list[int]
+    stragglers: Any
+    rows: list[dict[str, Any]]
+    cells: Any
+    col_reports: list[int]
+    col_median: list[float]
+    col_steps: list[list[int]]
 
     def to_json(self) -> dict[str, Any]:
         import torch
