@@ -263,7 +263,7 @@ def _straggler_watch(settings: SetupSettings, plan: Any) -> Any:
 
     return StragglerWatch(rank=launch.rank, world_size=launch.world_size, every=opts.every, factor=opts.factor,
                           report_dir=settings.failure_dir, attempt=settings.attempt,
-                          new_event=profiling.new_event, timer=profiling.timer)
+                          new_event=profiling.new_event, timer=profiling.timer, device=plan.device.torch_device)
 
 
 def _enable_tf32(torch: Any) -> None:

@@ -31,7 +31,8 @@ from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
 from ezpz.launch_drivers.retry import AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts
-from ezpz.launch_drivers.straggler_report import ReportFollower, chart_lines, chart_svg, summary_lines
+from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
+from ezpz.launch_drivers.straggler_report import ReportFollower, summary_lines
 from ezpz.steps.straggler_exchange import REPORT_NAME
 
 __all__ = ["AUTO_RETRY_TIMEOUT_S", "BACKOFF_CAP_S", "default_job_dir", "new_launch_id", "supervise"]
@@ -122,15 +123,16 @@ def _say_verdict(k: int, verdict: Verdict) -> None:
 
 
 def _say_stragglers(follower: ReportFollower, job_dir: Path, k: int) -> None:
-    """At an attempt's end: the last straggler report, the per-rank chart, and ``stragglers-attempt-<k>.svg``."""
+    """At an attempt's end: the last straggler report, the chart of the slowest ranks, ``stragglers-attempt-<k>.svg``."""
     data = follower.data
     if data is None:
         return
-    for line in summary_lines(data) + chart_lines(data):
+    history = follower.history()
+    for line in summary_lines(data) + (chart_lines(history) if history is not None else []):
         err(f"{P}: attempt {k}: {line}")
     svg = job_dir / f"stragglers-attempt-{k}.svg"
     try:
-        svg.write_text(chart_svg(data, title=f"ezpz launch attempt {k}"), encoding="utf-8")
+        svg.write_text(chart_svg(history, title=f"ezpz launch attempt {k}: straggler heat map"), encoding="utf-8")
         err(f"{P}: attempt {k}: chart: {svg}")
     except OSError as error:
         err(f"{P}: attempt {k}: note: chart not written ({error})")

@@ -1,16 +1,18 @@
 """The straggler report for ``ezpz launch``: followed during an attempt, printed and charted at the end.
 
-Rank 0 of the job rewrites ``<failure dir>/stragglers.json`` at every report
-(:mod:`ezpz.steps.straggler_exchange`). :class:`ReportFollower` reads it about once a
-second while the attempt runs, says on stderr when the named stragglers
-change, and (``--replace-stragglers M`` under ``--auto-retry``) asks to end the
-attempt when one host has been a straggler in M consecutive reports. At the
-end, :func:`chart_lines` draws every rank's time per report as a row of
-unicode blocks and :func:`chart_svg` the same as an SVG line chart: text, so
-no imaging library is needed, it opens in any browser, and it can carry the
-rank and axis labels a bare-pixel image could not without a font.
+Rank 0 of the job rewrites two files in ``<failure dir>`` at every report
+(:mod:`ezpz.steps.straggler_exchange`, off its training thread): the small
+``stragglers.json`` (the verdict, the named stragglers, the consecutive
+counts: tens of KiB at 16,384 ranks) and ``stragglers-history.json`` (per-rank
+statistics and the heat map: about a MiB at 16,384 ranks).
+:class:`ReportFollower` reads only the small one, and only when it changed,
+about once a second while the attempt runs; it says on stderr when the named
+stragglers change, and (``--replace-stragglers M`` under ``--auto-retry``) asks
+to end the attempt when one host has been a straggler in M consecutive
+reports. The history is read once, at the attempt's end, for the charts
+(:mod:`ezpz.launch_drivers.straggler_charts`).
 
-The file is read as hostile input: too large, not JSON, or ill-typed gives
+The files are read as hostile input: too large, not JSON, or ill-typed gives
 None, never an exception.
 """
 
@@ -21,30 +23,46 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 from ezpz.launch_drivers.retry import Verdict
 
-__all__ = ["MAX_REPORT_BYTES", "ReportFollower", "chart_lines", "chart_svg", "read_report", "replacement_verdict",
-           "summary_lines"]
+__all__ = ["MAX_HISTORY_BYTES", "MAX_REPORT_BYTES", "ReportFollower", "read_history", "read_report",
+           "replacement_verdict", "summary_lines"]
 
-MAX_REPORT_BYTES = 4 << 20
-_BLOCKS = "▁▂▃▄▅▆▇█"
+MAX_REPORT_BYTES = 1 << 20
+MAX_HISTORY_BYTES = 16 << 20
+_SHOWN = 8
+
+
+def _read_json(path: Path, limit: int) -> Any:
+    try:
+        if path.stat().st_size > limit:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def read_report(path: Path) -> dict[str, Any] | None:
     """The report at ``path``, or None when absent, too large, not JSON or not the expected shape."""
-    try:
-        if path.stat().st_size > MAX_REPORT_BYTES:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = _read_json(path, MAX_REPORT_BYTES)
     if not (isinstance(data, dict) and isinstance(data.get("report"), dict)
-            and isinstance(data["report"].get("stragglers"), list) and isinstance(data.get("history", []), list)
-            and isinstance(data.get("consecutive", {}), dict)):
+            and isinstance(data["report"].get("stragglers"), list)
+            and isinstance(data.get("consecutive", {}), dict) and isinstance(data.get("consecutive_ranks", {}), dict)):
         return None
     return data
+
+
+def read_history(report_path: Path, data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The history file the report ``data`` names, beside ``report_path``; None when absent or ill-formed."""
+    name = data.get("history")
+    if not isinstance(name, str) or not name or Path(name).name != name:  # a plain name beside the report only
+        return None
+    history = _read_json(report_path.parent / name, MAX_HISTORY_BYTES)
+    if not (isinstance(history, dict) and isinstance(history.get("heatmap"), dict)
+            and isinstance(history.get("latest_us"), dict) and isinstance(history.get("hosts"), list)):
+        return None
+    return history
 
 
 def _stragglers(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -57,101 +75,22 @@ def named(data: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
 
 
 def summary_lines(data: Mapping[str, Any]) -> list[str]:
-    """The report in words: the reason line, then one line per straggler with its scores."""
+    """The report in words: the reason line, then a line per straggler with its scores (the slowest 8)."""
     report = data["report"]
     lines = [f"stragglers: {report.get('reason', '')}"]
-    for s in _stragglers(data):
+    shown = _stragglers(data)
+    try:
+        count = max(int(report.get("count", len(shown))), len(shown))
+    except (TypeError, ValueError):
+        count = len(shown)
+    if count > _SHOWN:
+        lines.append(f"  the slowest {_SHOWN} of {count} stragglers:")
+    for s in shown[:_SHOWN]:
         sections = s.get("sections") or {}
         parts = ", ".join(f"{n} {float(v):.2f}" for n, v in sorted(sections.items()))
         lines.append(f"  rank {s['rank']} host {s['host']}: relative score {float(s.get('relative', 0)):.2f}, "
                      f"individual {float(s.get('individual', 0)):.2f}" + (f"; sections {parts}" if parts else ""))
     return lines
-
-
-def _series(data: Mapping[str, Any]) -> tuple[list[int], dict[int, list[float]], str]:
-    """Steps, each rank's compared time per report, and what that time is."""
-    measure = "work_s" if data["report"].get("measure") == "sections" else "step_s"
-    steps: list[int] = []
-    ranks: dict[int, list[float]] = {}
-    for entry in data.get("history", []):
-        if not isinstance(entry, dict) or not isinstance(entry.get(measure), dict):
-            continue
-        steps.append(int(entry.get("step", 0)))
-        for r, v in entry[measure].items():
-            ranks.setdefault(int(r), []).append(float(v))
-    n = len(steps)
-    return steps, {r: v for r, v in sorted(ranks.items()) if len(v) == n}, \
-        "time in sections" if measure == "work_s" else "step time"
-
-
-def _buckets(values: Sequence[float], width: int) -> list[float]:
-    if len(values) <= width:
-        return list(values)
-    return [sum(chunk) / len(chunk) for chunk in
-            (values[i * len(values) // width:(i + 1) * len(values) // width] for i in range(width))]
-
-
-def chart_lines(data: Mapping[str, Any], width: int = 60) -> list[str]:
-    """Each rank's time per report as a row of unicode blocks (one scale for all ranks), with its median."""
-    steps, series, what = _series(data)
-    if not steps or not series:
-        return []
-    rows = {r: _buckets(v, width) for r, v in series.items()}
-    lo = min(min(v) for v in rows.values())
-    hi = max(max(v) for v in rows.values())
-    span = (hi - lo) or 1.0
-    hosts = data.get("hosts") or {}
-    slow = {r for r, _ in named(data)}
-    lines = [f"{what} per rank over steps {steps[0]}..{steps[-1]} (one column per report; "
-             f"{_BLOCKS[0]} {lo * 1e3:.1f} ms .. {_BLOCKS[-1]} {hi * 1e3:.1f} ms)"]
-    for r, v in rows.items():
-        blocks = "".join(_BLOCKS[min(len(_BLOCKS) - 1, int((x - lo) / span * len(_BLOCKS)))] for x in v)
-        mid = sorted(series[r])[len(series[r]) // 2]
-        mark = "  <- straggler" if r in slow else ""
-        lines.append(f"  rank {r:>4} {str(hosts.get(str(r), ''))[:16]:<16} {blocks} {mid * 1e3:8.1f} ms{mark}")
-    return lines
-
-
-def chart_svg(data: Mapping[str, Any], title: str = "ezpz: step time per rank") -> str:
-    """Each rank's time per report as an SVG line chart (stragglers in red, the others in grey-blue)."""
-    steps, series, what = _series(data)
-    w, h, left, right, top, bottom = 720, 360, 70, 150, 40, 40
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-           f'font-family="sans-serif" font-size="12">',
-           f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{left}" y="22" font-size="15">{escape(title)} ({escape(what)})</text>']
-    if not steps or not series:
-        out.append(f'<text x="{left}" y="{h // 2}">no report yet</text></svg>')
-        return "\n".join(out)
-    hi = max(max(v) for v in series.values()) * 1.05 or 1.0
-    x0, x1 = steps[0], steps[-1] if steps[-1] > steps[0] else steps[0] + 1
-
-    def px(step: int) -> float:
-        return left + (step - x0) / (x1 - x0) * (w - left - right)
-
-    def py(value: float) -> float:
-        return h - bottom - value / hi * (h - top - bottom)
-
-    out.append(f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="black"/>')
-    out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="black"/>')
-    for frac in (0.0, 0.5, 1.0):
-        y = py(hi * frac)
-        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{hi * frac * 1e3:.0f} ms</text>')
-    out.append(f'<text x="{left}" y="{h - bottom + 16}">step {x0}</text>')
-    out.append(f'<text x="{w - right}" y="{h - bottom + 16}" text-anchor="end">step {steps[-1]}</text>')
-    slow = {r for r, _ in named(data)}
-    hosts = data.get("hosts") or {}
-    for i, (r, values) in enumerate(series.items()):
-        colour = "#d62728" if r in slow else "#4c72b0"
-        points = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in zip(steps, values))
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="{2 if r in slow else 1}" '
-                   f'points="{points}"><title>rank {r}</title></polyline>')
-        if i < 24 or r in slow:
-            label = f"rank {r} {hosts.get(str(r), '')}"[:22]
-            out.append(f'<text x="{w - right + 6}" y="{py(values[-1]) + 4:.1f}" fill="{colour}">'
-                       f'{escape(label)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
 
 
 def replacement_verdict(data: Mapping[str, Any], *, after: int, rank_hosts: Mapping[int, str],
@@ -193,6 +132,10 @@ class ReportFollower:
         self.replace: Verdict | None = None
         self._seen: tuple[float, int] | None = None
         self._named: tuple[tuple[int, str], ...] | None = None
+
+    def history(self) -> dict[str, Any] | None:
+        """The history file beside the last report read (once, for the charts at the attempt's end)."""
+        return read_history(self.path, self.data) if self.data is not None else None
 
     def poll(self) -> bool:
         """Read the report if it changed; True when the attempt should be ended to replace a straggler."""

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_json_atomically"]
+__all__ = ["write_json_atomically", "write_text_atomically"]
 
 
 def write_json_atomically(path: Path, data: Any, *, prefix: str = ".tmp-", sort_keys: bool = False,
@@ -24,6 +24,25 @@ def write_json_atomically(path: Path, data: Any, *, prefix: str = ".tmp-", sort_
             if fsync:
                 out.flush()
                 os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_text_atomically(path: Path, text: str, *, prefix: str = ".tmp-") -> None:
+    """Write ``text`` to ``path`` in one write (its folder must exist), atomically as :func:`write_json_atomically`.
+
+    For large JSON made with ``json.dumps`` beforehand: one write is several times faster than ``json.dump``'s
+    many small ones.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
         os.replace(tmp, path)
     except BaseException:
         try:

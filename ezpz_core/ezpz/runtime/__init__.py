@@ -149,7 +149,7 @@ class Runtime:
         here; on eager devices there is nothing to flush. Then the step's wall
         time goes to :attr:`step_clock`; every ``EZPZ_STRAGGLER_EVERY`` steps
         the ranks compare their times (:mod:`ezpz.steps.straggler_exchange`: one small
-        all-gather, so every rank must call this every step). After a SIGTERM,
+        gather to rank 0 and a broadcast back, so every rank must call this every step). After a SIGTERM,
         the ranks agree here on the step they all stop after (:attr:`preempted`).
         Returns how many
         steps have ended.

@@ -187,7 +187,7 @@ def _straggler_decision(plan: SetupPlan, settings: SetupSettings) -> tuple[Decis
         chosen, reason = "off", "one rank: nothing to compare"
     else:
         chosen = f"every {opts.every} steps, slow = {opts.factor:g}x the median step"
-        reason = (f"from {opts.source}: rt.step() all-gathers each rank's recent step and section times; "
+        reason = (f"from {opts.source}: rt.step() gathers each rank's recent step and section times on rank 0, which sends the verdict back; "
                   f"report {'in ' + settings.failure_dir if settings.failure_dir else 'in the log only'}; "
                   f"device timer {plan.profiling.timer} ({plan.profiling.timer_reason})")
     return (Decision(topic="stragglers", chosen=chosen, reason=reason),)
