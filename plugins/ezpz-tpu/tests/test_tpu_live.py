@@ -133,7 +133,8 @@ def test_a_graph_that_recompiles_every_step_is_named_on_xla():
     assert len(said) == 1, proc.stderr[-3000:]
     print(said[0])
     assert "steps=5 compiles=" in said[0] and "compile_s_per_step=" in said[0]
-    assert re.search(r"constant\(1\.\d+\) -> constant\(1\.\d+\)", said[0]), said[0]  # the exponent, step to step
+    # the exponent, step to step (measured: the backward's gamma - 1, "f32[] constant(0.7) -> constant(0.65)")
+    assert re.search(r"f32\[\] constant\(\d\.\d+\) -> constant\(\d\.\d+\)", said[0]), said[0]
     assert "in a tensor on the device" in said[0]
 
 
