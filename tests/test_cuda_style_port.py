@@ -40,16 +40,28 @@ def test_the_port_changes_only_the_cuda_lines():
     assert "cuda" not in "\n".join(_code_lines(PORTED)).replace("'cuda:0', 'cuda:1'", "")
 
 
-def test_the_port_runs_on_cpu():
+def _checkpointed(out):
+    """The trainer's plain torch.save at its eval step: the model's and the AdamW state, loadable back."""
+    import torch
+
+    ckpt = torch.load(out / "ckpt.pt", map_location="cpu", weights_only=False)
+    assert ckpt["iter_num"] == 6 and ckpt["optimizer"]["state"], sorted(ckpt)
+    assert all(v.device.type == "cpu" for v in ckpt["model"].values())  # map_location
+    return ckpt
+
+
+def test_the_port_runs_on_cpu(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("EZPZ_")}
     env.update(OMP_NUM_THREADS="1", EZPZ_DEVICE="cpu")
-    proc = subprocess.run([sys.executable, str(PORTED), "--max-iters", "10"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run([sys.executable, str(PORTED), "--max-iters", "10", "--eval-interval", "6", "--out-dir",
+                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "device cpu backend gloo" in proc.stdout and "iter 10: loss" in proc.stdout
+    assert "step 6: val loss" in proc.stdout and "saving checkpoint" in proc.stdout
+    _checkpointed(tmp_path)
 
 
-def test_the_port_runs_on_emu_unchanged():
+def test_the_port_runs_on_emu_unchanged(tmp_path):
     """The same ported file on the emulated PrivateUse1 device (plugins/ezpz-example-emu, installed by test.sh)."""
     import importlib.util
 
@@ -59,7 +71,9 @@ def test_the_port_runs_on_emu_unchanged():
         pytest.skip("ezpz-example-emu is not installed here (scripts/test.sh installs it)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("EZPZ_")}
     env.update(OMP_NUM_THREADS="1", EZPZ_DEVICE="emu")
-    proc = subprocess.run([sys.executable, str(PORTED), "--max-iters", "10"], env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([sys.executable, str(PORTED), "--max-iters", "10", "--eval-interval", "6", "--out-dir",
+                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "device emu backend emuccl dtype bfloat16" in proc.stdout and "iter 10: loss" in proc.stdout
+    assert "step 6: val loss" in proc.stdout and "saving checkpoint" in proc.stdout
+    _checkpointed(tmp_path)

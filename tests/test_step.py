@@ -64,8 +64,10 @@ def test_explain_names_the_step_boundary() -> None:
     marks: list[str] = []
     plan = make_plan(make_host(_lazy_cpu_plugin(marks)), build=recorded_build("cpu"))
     step = explain_plan(plan, SetupSettings.resolve({}))["step"]
-    assert step.chosen == "Runtime.step() calls lazy_cpu.flush()"
-    assert step.reason == "test: a lazy device flushes its graph here"
+    assert step.chosen == "Runtime.step() calls lazy_cpu.flush(); without rt.step(), every optimizer.step() does"
+    assert step.reason.startswith("test: a lazy device flushes its graph here; a loop written for CUDA gets it")
+    off = explain_plan(plan, SetupSettings.resolve({"EZPZ_STEP_HOOK": "0"}))["step"]
+    assert off.chosen == "Runtime.step() calls lazy_cpu.flush()" and off.reason == "test: a lazy device flushes its graph here"
     eager = explain_plan(make_plan(make_host(), build=recorded_build("cpu")), SetupSettings.resolve({}))["step"]
     assert "no device call" in eager.chosen and "cpu" in eager.reason
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -161,6 +161,17 @@ class StepBoundary:
     wait: Callable[[], Any] | None = field(default=None, eq=False)
     """What waits for the device's queued work (``Runtime.synchronize()``) where torch has no device module
     for it (``torch.get_device_module('xla')`` raises): ``torch_xla.core.xla_model.wait_device_ops``."""
+    compiles: Callable[[], tuple[int, float]] | None = field(default=None, eq=False)
+    """How many graphs this process has compiled so far, and their total compile seconds (torch_xla's
+    ``CompileTime`` metric): read after each boundary to name a graph that compiles anew every step
+    (:mod:`ezpz.steps.recompiles`). None where the device cannot tell."""
+    graph_text: Callable[[Sequence[Any]], Sequence[str]] | None = field(default=None, eq=False)
+    """The pending graph of these tensors (the step about to run) as lines, one per instruction, with names
+    that do not depend on the step (XLA: HLO text): where two steps' graphs differ line by line is the value
+    the step bakes in and recompiles for (``constant(0.5)`` then ``constant(0.25)``)."""
+    to_host: Callable[[Any], Any] | None = field(default=None, eq=False)
+    """``obj`` (nested dicts, lists, tuples) with every device tensor in it brought to the host in one transfer,
+    for :meth:`ezpz.runtime.Runtime.save`; None: ``torch.save`` takes the tensors as they are."""
 
     @classmethod
     def eager(cls, device: str) -> StepBoundary:

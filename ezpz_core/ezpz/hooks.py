@@ -230,8 +230,10 @@ def setup(
                                 owns_process_group=existing is None,
                                 backend=existing.backend if existing is not None else None,
                                 attempt=settings.attempt,
-                                stragglers=_straggler_watch(settings, the_plan) if process_group else None)
+                                stragglers=_straggler_watch(settings, the_plan) if process_group else None,
+                                optimizer_hook=settings.step_hook)
     _runtime, _runtime_settings = runtime, settings
+    runtime.boundary.install()  # a lazy device's step boundary after every optimizer.step() (ezpz.steps.boundary)
     _watch_hangs(runtime, settings)
     from ezpz.steps import preemption
 
@@ -317,6 +319,8 @@ def teardown() -> None:
     from ezpz.steps import hang_watch
 
     hang_watch.stop()  # first: a slow teardown collective is no stalled step
+    if _runtime is not None:
+        _runtime.boundary.remove()  # the optimizer step hook setup() installed
     if _runtime is not None and _runtime.process_group and _runtime.owns_process_group:
         import torch
         import torch.distributed as dist

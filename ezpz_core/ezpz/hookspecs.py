@@ -198,7 +198,10 @@ def ezpz_step_boundary(device: DeviceCandidate, build: TorchBuild) -> StepBounda
     :param device: The chosen device candidate.
     :param build: The installed torch's build facts.
     :return: A :class:`~ezpz.decisions.StepBoundary` (``name``, ``reason``,
-        ``mark``), or None.
+        ``mark``; optionally ``wait``, and ``compiles``, ``graph_text`` and
+        ``to_host`` for naming a graph that recompiles every step and for
+        ``rt.save()``), or None. The core also runs ``mark`` after every
+        ``optimizer.step()`` unless ``EZPZ_STEP_HOOK=0`` (once per step).
 
     .. versionadded:: 1.0
     """

@@ -28,6 +28,9 @@ parser.add_argument('--n-embd', type=int, default=64)
 parser.add_argument('--vocab-size', type=int, default=128)
 parser.add_argument('--learning-rate', type=float, default=1e-3)
 parser.add_argument('--log-interval', type=int, default=5)
+parser.add_argument('--eval-interval', type=int, default=0)  # evaluate and checkpoint every N iterations; 0: never
+parser.add_argument('--eval-iters', type=int, default=2)
+parser.add_argument('--out-dir', default='out')
 config = parser.parse_args()
 rt = ezpz.hooks.setup()
 device = str(rt.device)
@@ -111,11 +114,35 @@ if ddp:
 if master_process:
     print(f"device {device} backend {backend} dtype {dtype}")
 
+
+
+@torch.no_grad()
+def estimate_loss():
+    model.eval()
+    losses = torch.zeros(config.eval_iters)
+    for k in range(config.eval_iters):
+        X, Y = get_batch()
+        with ctx:
+            logits, loss = model(X, Y)
+        losses[k] = loss.item()
+    model.train()
+    return losses.mean()
+
+
 t0 = time.time()
 for iter_num in range(1, config.max_iters + 1):
     lr = config.learning_rate * 0.5 * (1 + math.cos(math.pi * iter_num / config.max_iters))  # cosine decay
     for group in optimizer.param_groups:
         group['lr'] = lr
+    if config.eval_interval and iter_num % config.eval_interval == 0 and master_process:
+        val_loss = estimate_loss()
+        print(f"step {iter_num}: val loss {val_loss:.4f}")
+        raw_model = model.module if ddp else model
+        checkpoint = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(), 'iter_num': iter_num,
+                      'config': vars(config)}
+        os.makedirs(config.out_dir, exist_ok=True)
+        torch.save(checkpoint, os.path.join(config.out_dir, 'ckpt.pt'))
+        print(f"saving checkpoint to {config.out_dir}")
     X, Y = get_batch()
     with ctx:
         logits, loss = model(X, Y)

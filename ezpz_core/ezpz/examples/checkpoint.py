@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,14 +25,18 @@ KEEP = 2
 """Checkpoints kept on disk (the newest ones): the one being resumed from survives a failure while writing the next."""
 
 
-def save(directory: Path, step: int, state: dict[str, Any]) -> Path:
-    """Write ``state`` as the checkpoint of ``step`` atomically; drop all but the newest :data:`KEEP`."""
+def save(directory: Path, step: int, state: dict[str, Any], *, write: Callable[[Any, Any], None] = torch.save) -> Path:
+    """Write ``state`` as the checkpoint of ``step`` atomically; drop all but the newest :data:`KEEP`.
+
+    ``write`` is ``rt.save`` in the main job: ``torch.save`` that brings a lazy device's tensors (XLA) to the
+    host in one transfer first.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step-{step:08d}.pt"
     fd, tmp = tempfile.mkstemp(prefix=f".step-{step:08d}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
-            torch.save({**state, "step": step}, out)
+            write({**state, "step": step}, out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, final)

@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.checkpoint_dir is not None and rt.is_main and (step % args.checkpoint_every == 0 or rt.preempted):
             checkpoint.save(args.checkpoint_dir, step, {
                 "model": _unwrap(model).state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
-                "torch_rng": torch.get_rng_state()})
+                "torch_rng": torch.get_rng_state()}, write=rt.save)  # rt.save: torch.save on every device
         if rt.preempted:  # SIGTERM: every rank stops after this step, checkpointed above; teardown() exits 143
             say(f"[ezpz] preempted: stopped after step {step}"
                 + (f", checkpoint in {args.checkpoint_dir}" if args.checkpoint_dir is not None else ""), flush=True)
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.report and rt.is_main:
         args.report.write_text(json.dumps(report, indent=2, default=str))
     if args.final_weights and rt.is_main:
-        torch.save(_unwrap(model).state_dict(), args.final_weights)
+        rt.save(_unwrap(model).state_dict(), args.final_weights)
     ezpz.hooks.teardown()
     return report
 

@@ -11,7 +11,7 @@ from ezpz.errors import ConfigError
 
 __all__ = ["Attempt", "HangSettings", "PluginSettings", "SetupSettings", "StragglerSettings", "is_first_rank",
            "parse_attempt", "parse_bool", "parse_failure_dir", "parse_hook_timeout", "parse_names",
-           "parse_preempt_grace", "parse_stragglers"]
+           "parse_preempt_grace", "parse_step_hook", "parse_stragglers"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -121,6 +121,8 @@ class SetupSettings(NamedTuple):
     preempt_grace_s: float = 20.0
     """``EZPZ_PREEMPT_GRACE``: seconds from a SIGTERM until a rank that has not ended exits anyway."""
     stragglers: StragglerSettings = None  # type: ignore[assignment]  # resolve() always sets it
+    step_hook: bool = True
+    """``EZPZ_STEP_HOOK``: a lazy device's step boundary also runs after every ``optimizer.step()`` (default on)."""
 
     @classmethod
     def resolve(
@@ -173,6 +175,7 @@ class SetupSettings(NamedTuple):
             hang=HangSettings.from_environ(environ),
             preempt_grace_s=parse_preempt_grace(environ),
             stragglers=parse_stragglers(environ),
+            step_hook=parse_step_hook(environ),
         )
 
 
@@ -219,6 +222,22 @@ def parse_stragglers(environ: Mapping[str, str]) -> StragglerSettings:
                               fix=f"set EZPZ_STRAGGLER_FACTOR to e.g. {DEFAULT_STRAGGLER_FACTOR:g}, or unset it")
         parts.append(f"EZPZ_STRAGGLER_FACTOR={factor:g}")
     return StragglerSettings(every, factor, " + ".join(parts) or "default")
+
+
+def parse_step_hook(environ: Mapping[str, str]) -> bool:
+    """``EZPZ_STEP_HOOK``: 1 (default) runs a lazy device's step boundary after every ``optimizer.step()``;
+    0 leaves it to the script (``rt.step()``, ``torch_xla.sync()``). A bad value raises a ConfigError naming it."""
+    raw = environ.get("EZPZ_STEP_HOOK")
+    if raw is None or not raw.strip():
+        return True
+    value = raw.strip().lower()
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
+    raise ConfigError(name="EZPZ_STEP_HOOK", value=raw,
+                      expected="1 (a lazy device's step boundary also runs after every optimizer.step(), the "
+                               "default) or 0 (the script marks its steps itself)",
+                      fix="set EZPZ_STEP_HOOK=0 if your script calls rt.step() or torch_xla.sync() where each step "
+                          "ends, or unset it")
 
 
 TIMEOUT_RANGE_S = (1.0, 7 * 24 * 3600.0)

@@ -17,6 +17,7 @@ from ezpz.steps.preemption import Preemption
 from ezpz.steps.clock import StepClock
 from ezpz.primitives.torch_private import profiler_enabled
 from ezpz.steps.straggler_exchange import StragglerWatch
+from ezpz.steps.boundary import StepMarker
 
 __all__ = ["Runtime"]
 
@@ -26,13 +27,17 @@ _NULL = contextlib.nullcontext()
 class _Range:
     """Vendor range marker plus a torch ``record_function`` when the torch profiler is on.
 
-    With straggler detection on (``watch``), the section's wall time goes to it too.
+    With straggler detection on (``watch``), the section's wall time goes to it too. With the optimizer
+    step hook on (``marker``), a step boundary due inside the range runs when the range closes: torch_xla
+    refuses to end a graph inside its own trace scope.
     """
 
-    __slots__ = ("_name", "_push", "_pop", "_record", "_watch", "_t0")
+    __slots__ = ("_name", "_push", "_pop", "_record", "_watch", "_t0", "_marker")
 
-    def __init__(self, name: str, push: Any, pop: Any, watch: StragglerWatch | None = None) -> None:
+    def __init__(self, name: str, push: Any, pop: Any, watch: StragglerWatch | None = None,
+                 marker: StepMarker | None = None) -> None:
         self._name, self._push, self._pop, self._record, self._watch = name, push, pop, None, watch
+        self._marker = marker
 
     def __enter__(self) -> _Range:
         import torch
@@ -42,6 +47,8 @@ class _Range:
 
         if self._push is not None:
             self._push(self._name)
+        if self._marker is not None:
+            self._marker.enter_range()
         if profiler_enabled():
             self._record = torch.autograd.profiler.record_function(self._name)
             self._record.__enter__()
@@ -53,6 +60,8 @@ class _Range:
             self._record = None
         if self._pop is not None:
             self._pop()
+        if self._marker is not None:
+            self._marker.exit_range()
         if self._watch is not None:
             self._watch.section(self._name, time.perf_counter() - self._t0)
 
@@ -87,27 +96,29 @@ class Runtime:
     """Which attempt of the job this is (0 = first): ``EZPZ_ATTEMPT`` + ``TORCHELASTIC_RESTART_COUNT``."""
     owns_process_group: bool = True  # False when setup() adopted a group another framework made (explain())
     _autocast_kwargs: dict[str, Any] | None = field(init=False, repr=False, eq=False)
-    _step_mark: Any = field(init=False, repr=False, eq=False)
     step_clock: StepClock = field(init=False, factory=StepClock, repr=False, eq=False)
     """The steps :meth:`step` has ended and the wall time of the recent ones."""
     preemption: Preemption = field(init=False, factory=Preemption, repr=False, eq=False)
     """After a SIGTERM: the step every rank stops after (:attr:`preempted`)."""
     stragglers: StragglerWatch | None = field(default=None, repr=False, eq=False)
     """Straggler detection (``EZPZ_STRAGGLER_EVERY``), or None when off or single-process."""
+    boundary: StepMarker = field(repr=False, eq=False)
+    """The device's step boundary, once per step: at :meth:`step`, or after ``optimizer.step()`` (:mod:`ezpz.steps.boundary`)."""
+
+    @boundary.default
+    def _make_boundary(self) -> StepMarker:
+        return StepMarker(self.plan.step)
 
     @_autocast_kwargs.default
     def _make_autocast_kwargs(self) -> dict[str, Any] | None:
         return {"device_type": self.device_type, "dtype": self.amp.torch_dtype} if self.amp.autocast else None
 
-    @_step_mark.default
-    def _make_step_mark(self) -> Any:
-        return self.plan.step.mark if self.plan.step is not None else None
 
     @classmethod
     def from_plan(
         cls, plan: SetupPlan, explanation: Explanation, *, process_group: bool = False, device: Any = None,
         owns_process_group: bool = True, backend: str | None = None, attempt: int = 0,
-        stragglers: StragglerWatch | None = None,
+        stragglers: StragglerWatch | None = None, optimizer_hook: bool = False,
     ) -> Runtime:
         """The runtime for ``plan``, every field read from it: the one place a ``Runtime`` is built.
 
@@ -118,6 +129,8 @@ class Runtime:
         :param backend: The adopted group's backend; default the plan's.
         :param attempt: Which attempt of the job this is (``SetupSettings.attempt``).
         :param stragglers: The straggler exchange :meth:`step` runs every N steps (:mod:`ezpz.steps.straggler_exchange`).
+        :param optimizer_hook: Whether a lazy device's boundary also runs after ``optimizer.step()``
+            (``EZPZ_STEP_HOOK``; ``setup()`` installs the hook, ``teardown()`` removes it).
         """
         if device is None:
             import torch
@@ -131,6 +144,7 @@ class Runtime:
             local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
             amp=plan.amp, profiling=plan.profiling, plan=plan, explanation=explanation, process_group=process_group,
             owns_process_group=owns_process_group, attempt=attempt, stragglers=stragglers,
+            boundary=StepMarker(plan.step, optimizer_hook=optimizer_hook),
         )
 
     @property
@@ -146,7 +160,8 @@ class Runtime:
 
         Runs the device's step boundary, which its plugin names
         (``explain()["step"]``): on a lazy device (XLA) the step's graph runs
-        here; on eager devices there is nothing to flush. Then the step's wall
+        here, unless the optimizer hook already ran it for this step (then
+        once, never twice); on eager devices there is nothing to flush. Then the step's wall
         time goes to :attr:`step_clock`; every ``EZPZ_STRAGGLER_EVERY`` steps
         the ranks compare their times (:mod:`ezpz.steps.straggler_exchange`: one small
         gather to rank 0 and a broadcast back, so every rank must call this every step). After a SIGTERM,
@@ -154,9 +169,9 @@ class Runtime:
         Returns how many
         steps have ended.
         """
-        mark = self._step_mark
-        if mark is not None:
-            mark()
+        boundary = self.boundary
+        if boundary.mark is not None:
+            boundary.at_step()
         count = self.step_clock.tick()
         watch = self.stragglers
         if watch is not None and watch.due(count):
@@ -173,6 +188,20 @@ class Runtime:
         goes on instead is ended at its next :meth:`step`, on every rank alike.
         """
         return self.preemption.reached
+
+    def save(self, obj: Any, f: Any, **kwargs: Any) -> None:
+        """``torch.save(obj, f)`` that works on every device: what a script saves (state dicts on :attr:`device`).
+
+        On a lazy device the plugin brings every tensor in ``obj`` to the host in one transfer first
+        (``explain()["step"]``; on XLA one graph run for all of them instead of one per tensor), so the file
+        holds CPU tensors; on eager devices it is ``torch.save`` itself. Keyword arguments go to ``torch.save``.
+        """
+        to_host = self.plan.step.to_host if self.plan.step is not None else None
+        if to_host is not None:
+            obj = to_host(obj)
+        import torch
+
+        torch.save(obj, f, **kwargs)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""
@@ -195,7 +224,8 @@ class Runtime:
         push, pop, watch = self.profiling.range_push, self.profiling.range_pop, self.stragglers
         if push is None and watch is None and not profiler_enabled():
             return _NULL
-        return _Range(name, push, pop, watch)
+        marker = self.boundary if self.boundary.installed else None
+        return _Range(name, push, pop, watch, marker)
 
     def profiler(self, **kwargs: Any) -> Any:
         """``torch.profiler.profile`` with this device's activities (overridable via ``activities=``)."""

@@ -13,7 +13,7 @@ from ezpz.startup.environ import snapshot
 from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport, SetupPlan, StepBoundary
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.decisions import Explanation
-from ezpz.facts import DeviceCandidate, LaunchEnv, Rejection, TorchBuild
+from ezpz.facts import Alternative, DeviceCandidate, LaunchEnv, Rejection, TorchBuild
 from ezpz.policies import choose_device, refuse_unknown_device_types
 from ezpz.probes.torch_types import unknown_device_types
 from ezpz.inputs.settings import SetupSettings
@@ -157,12 +157,31 @@ def _compile_decision(plan: SetupPlan) -> tuple[Decision, ...]:
     return (Decision(topic="compile", chosen=policy.label, reason=policy.reason, alternatives=alts, details=details),)
 
 
-def _step_decision(plan: SetupPlan) -> tuple[Decision, ...]:
+def _step_decision(plan: SetupPlan, settings: SetupSettings) -> tuple[Decision, ...]:
+    """What ends a step: the plugin's boundary at rt.step(), and (EZPZ_STEP_HOOK) after every optimizer.step()."""
     step = plan.step
     if step is None:
         return ()
-    return (Decision(topic="step", chosen=f"Runtime.step() calls {step.name}" if step.mark else "Runtime.step() "
-                     "counts and times the step (no device call)", reason=step.reason),)
+    if step.mark is None:
+        return (Decision(topic="step", chosen="Runtime.step() counts and times the step (no device call)",
+                         reason=step.reason),)
+    details = {"recompiles": "named once when every step compiles a new graph, after the warm-up (the device's "
+                             "compile counter)" if step.compiles else "not watched: the plugin offers no compile counter",
+               "save": "rt.save() brings every tensor to the host in one transfer" if step.to_host else "rt.save() is "
+                       "torch.save"}
+    hook = Alternative(name=f"{step.name} after every optimizer.step()",
+                       reason="EZPZ_STEP_HOOK=0: the script marks its steps itself (rt.step(), or the device's own call)")
+    if not settings.step_hook:
+        return (Decision(topic="step", chosen=f"Runtime.step() calls {step.name}", reason=step.reason,
+                         alternatives=(hook,), details=details),)
+    return (Decision(
+        topic="step", chosen=f"Runtime.step() calls {step.name}; without rt.step(), every optimizer.step() does",
+        reason=(f"{step.reason}; a loop written for CUDA gets it after every optimizer.step() (torch's global optimizer "
+                "step post-hook, installed by setup(), removed by teardown()); from a script's first rt.step() on, "
+                "rt.step() is the boundary and the hook stands aside: one per step, never two"),
+        alternatives=(Alternative(name=f"{step.name} at rt.step() only",
+                                  reason="EZPZ_STEP_HOOK=0, for scripts that mark steps themselves"),),
+        details=details),)
 
 
 def _hang_decision(settings: SetupSettings, timeout_s: float) -> Decision:
@@ -223,7 +242,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
         Decision(topic="profiling", chosen=f"activities {','.join(plan.profiling.activities)}; "
                  f"ranges {plan.profiling.marker or 'torch record_function only'}", reason=plan.profiling.reason),
         *_compile_decision(plan),
-        *_step_decision(plan),
+        *_step_decision(plan, settings),
         Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
         _hang_decision(settings, plan.timeout_s),
         Decision(topic="attempt", chosen=str(settings.attempt), reason=f"from {settings.attempt_from}",

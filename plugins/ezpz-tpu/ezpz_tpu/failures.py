@@ -10,6 +10,12 @@ SIGNATURES = (
      "XLA could not allocate TPU memory (HBM): the model, batch or compiled graph does not fit", False,
      "XLA/PJRT status RESOURCE_EXHAUSTED (openxla/xla: xla/pjrt, tsl/platform/status); Cloud TPU troubleshooting, "
      "https://cloud.google.com/tpu/docs/troubleshooting/trouble-tf"),
+    (r"LLVM compilation error: Cannot allocate memory", "oom",
+     "XLA's compiler ran out of host memory compiling one graph: a lazy graph nothing cut grew over many steps "
+     "(no torch_xla.sync() per step), and torch.save compiles it again for every tensor it moves; keep ezpz's "
+     "optimizer step hook on (EZPZ_STEP_HOOK unset) or call rt.step() every step, and save with rt.save()", False,
+     "XLA's CPU compiler (LLVM) out of memory; seen at the first torch.save of a loop with no step boundary "
+     "(ezpz issue 33)"),
     (r"TPU initialization failed|Failed to get TPU metadata|Unable to initialize backend 'tpu'", "lost_peer",
      "the TPU runtime did not come up on this host (libtpu held by another process, or a broken chip): "
      "a retry should avoid the host", True,

@@ -9,7 +9,9 @@ Written only against ezpz's public plugin kit, as a third party would.
 * ``ezpz_amp_policy``: bf16.
 * ``ezpz_profiling``: ranges through ``torch_xla.debug.profiler.Trace`` (torch_xla's own trace annotations).
 * ``ezpz_compile_policy``: the ``openxla`` dynamo backend.
-* ``ezpz_step_boundary``: ``torch_xla.sync()``, which ends the lazily built graph of a step.
+* ``ezpz_step_boundary``: ``torch_xla.sync()``, which ends the lazily built graph of a step; torch_xla's
+  compile counter and the step's HLO (to name a graph that recompiles every step); one host transfer for
+  ``rt.save()`` (:mod:`ezpz_tpu.lazy_steps`).
 * ``ezpz_before_init``: ``PJRT_DEVICE``, as an environment default, then the import of torch_xla
   (``LifecycleAction.then``: the core runs it once the variable is set).
 * ``ezpz_failure_signatures``: PJRT/XLA failure texts.
@@ -175,11 +177,14 @@ def ezpz_step_boundary(device: DeviceCandidate, build: TorchBuild) -> StepBounda
     if facts is None:
         return None
     from ezpz.decisions import StepBoundary
+    from ezpz_tpu.lazy_steps import XlaCompiles, graph_lines, to_host
 
     return StepBoundary(
-        name="torch_xla.sync()", mark=xla_sync, wait=xla_wait,
+        name="torch_xla.sync()", mark=xla_sync, wait=xla_wait, compiles=XlaCompiles(), graph_text=graph_lines,
+        to_host=to_host,
         reason=f"{facts.label} is lazy: ops build a graph until torch_xla.sync() compiles and runs it "
-               "(torch_xla is imported on the first step, after PJRT_DEVICE is set)",
+               "(torch_xla is imported on the first step, after PJRT_DEVICE is set); torch_xla's compile "
+               "counter (UncachedCompile, CompileTime) tells a step that compiles anew every time",
     )
 
 

@@ -41,11 +41,15 @@ def run(args: list[str], *, device: str | None = "xla", cwd: Path | None = None,
     return proc
 
 
+RECOMPILES = "graph_recompiles_every_step"
+
+
 def test_main_job_on_xla():
     proc = run(["-m", "ezpz.examples.train", "--steps", "20"])
     first = proc.stdout.splitlines()[0]
     assert "device xla (google)" in first, first
     assert "done: loss" in proc.stdout
+    assert RECOMPILES not in proc.stderr, proc.stderr[-2000:]  # one graph per step, reused
 
 
 def test_cpu_is_the_default_and_the_trace_says_why_not_xla():
@@ -89,16 +93,49 @@ def test_portable_script_on_xla(tmp_path):
     assert code, "docs/portable-script.md has no portable_train.py block"
     script = tmp_path / "portable_train.py"
     script.write_text(code.group(1), encoding="utf-8")
-    proc = run([str(script), "--steps", "10"], cwd=tmp_path)
+    proc = run([str(script), "--steps", "10", "--save", "final.pt"], cwd=tmp_path)
     assert re.search(r"^device: xla$", proc.stdout, re.MULTILINE), proc.stdout[:2000]
+    assert RECOMPILES not in proc.stderr, proc.stderr[-2000:]
+    import torch
+
+    saved = torch.load(tmp_path / "final.pt", weights_only=True)  # rt.save: host tensors, in one transfer
+    assert saved["optimizer"]["state"] and all(t.device.type == "cpu" for t in saved["model"].values())
 
 
-def test_ported_cuda_style_trainer_on_xla():
-    # Without rt.step() (the port changes nothing else) each logged loss.item() ends XLA's graph, and the
-    # cosine learning rate is a new constant every iteration, so each iteration compiles anew: a few are enough.
-    proc = run([str(ROOT / "tests" / "scripts" / "cuda_style_trainer_ported.py"), "--max-iters", "4",
-                "--log-interval", "2"])
-    assert "device xla backend gloo dtype bfloat16" in proc.stdout and "iter 4: loss" in proc.stdout
+def test_ported_cuda_style_trainer_on_xla(tmp_path):
+    """The CUDA-style trainer, ported (no rt.step()), 40 iterations with its plain torch.save at iteration 20.
+
+    ezpz's optimizer step hook cuts XLA's graph after every optimizer.step(): one graph per step, compiled
+    once and reused. count_compiles.py reports torch_xla's compilations between consecutive optimizer steps.
+    """
+    proc = run([str(SCRIPTS / "count_compiles.py"), str(ROOT / "tests" / "scripts" / "cuda_style_trainer_ported.py"),
+                "--max-iters", "40", "--eval-interval", "20", "--log-interval", "10", "--out-dir", str(tmp_path)])
+    assert "device xla backend gloo dtype bfloat16" in proc.stdout and "iter 40: loss" in proc.stdout
+    assert "step 20: val loss" in proc.stdout and "saving checkpoint" in proc.stdout
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    after_warmup = counts["per_step"][2:]  # steps 1 and 2 compile (step 2: AdamW's state exists from then on)
+    print(f"compilations after warm-up: {sum(after_warmup)} in {len(after_warmup)} steps; per step {after_warmup}; "
+          f"total {counts['total']}, {counts['compile_s']} s compiling")
+    # The eval graph (iterations 20 and 40) and the last step (the cosine lr reaches 0.0 there, a scalar torch_xla
+    # bakes in as a constant) may compile; every other step reuses its graph. Without the hook: one per step.
+    assert sum(after_warmup) <= 3, counts
+    assert RECOMPILES not in proc.stderr, proc.stderr[-2000:]
+    import torch
+
+    ckpt = torch.load(tmp_path / "ckpt.pt", map_location="cpu", weights_only=False)  # the plain torch.save
+    assert ckpt["iter_num"] == 40 and ckpt["optimizer"]["state"]
+
+
+def test_a_graph_that_recompiles_every_step_is_named_on_xla():
+    proc = run([str(SCRIPTS / "recompiling_loop.py")])
+    assert "done: loss" in proc.stdout
+    said = [line for line in proc.stderr.splitlines() if RECOMPILES in line]
+    assert len(said) == 1, proc.stderr[-3000:]
+    print(said[0])
+    assert "steps=5 compiles=" in said[0] and "compile_s_per_step=" in said[0]
+    # the exponent, step to step (measured: the backward's gamma - 1, "f32[] constant(0.7) -> constant(0.65)")
+    assert re.search(r"f32\[\] constant\(\d\.\d+\) -> constant\(\d\.\d+\)", said[0]), said[0]
+    assert "in a tensor on the device" in said[0]
 
 
 def test_conformance_kit_live_mode_passes_on_xla():

@@ -142,8 +142,38 @@ def test_conformant_without_torch_xla_and_with_recorded_devices():
     ("RuntimeError: Bad StatusOr access: DEADLINE_EXCEEDED: Barrier timed out", "timeout"),
     ("The TPU is already in use by process with pid 1234. Not attempting to load libtpu.so in this process.",
      "lost_peer"),
+    ("LLVM compilation error: Cannot allocate memory", "oom"),  # issue 33: a graph nothing cut, at torch.save
 ])
 def test_failure_signatures(text, kind):
     sigs = plugin.ezpz_failure_signatures()
     hits = [s for s in sigs if re.search(s.pattern, text, re.IGNORECASE)]
     assert hits and hits[0].kind == kind and all(s.source for s in sigs)
+
+
+def test_the_compiler_out_of_memory_signature_names_the_fix():
+    sig = next(s for s in plugin.ezpz_failure_signatures() if "LLVM" in s.pattern)
+    assert "EZPZ_STEP_HOOK" in sig.reason and "rt.step()" in sig.reason and "rt.save()" in sig.reason
+
+
+def test_the_step_boundary_offers_the_compile_counter_the_graph_and_one_host_transfer():
+    from ezpz_tpu.lazy_steps import XlaCompiles, graph_lines, to_host
+
+    step = plugin.ezpz_step_boundary(tpu_candidate(facts_of({})), BUILD)
+    assert step.name == "torch_xla.sync()" and isinstance(step.compiles, XlaCompiles)
+    assert step.graph_text is graph_lines and step.to_host is to_host
+
+
+def test_hlo_lines_differ_only_where_a_step_bakes_a_value_in():
+    from ezpz_tpu.lazy_steps import hlo_lines
+
+    def hlo(exponent: float, param: int) -> str:  # the shape of torch_xla's _get_xla_tensors_hlo text (2.9.0)
+        return (f"HloModule IrToHlo.{param}, entry_computation_layout={{(f32[8,8]{{1,0}})->(f32[8,8]{{1,0}})}}\n\n"
+                f"ENTRY %IrToHlo.{param} (p0.{param}: f32[8,8]) -> (f32[8,8]) {{\n"
+                f"  %p0.{param} = f32[8,8]{{1,0}} parameter(0)\n"
+                f"  %constant.{param + 1} = f32[] constant({exponent}), metadata={{op_type=\"aten__pow\" source_line=12}}\n"
+                f"  %power.{param + 2} = f32[8,8]{{1,0}} power(f32[8,8]{{1,0}} %p0.{param}, f32[] %constant.{param + 1})\n"
+                f"  ROOT %tuple.{param + 3} = (f32[8,8]{{1,0}}) tuple(f32[8,8]{{1,0}} %power.{param + 2})\n}}\n")
+
+    a, b = hlo_lines(hlo(1.5, 2)), hlo_lines(hlo(1.25, 7))
+    assert len(a) == len(b) == 4
+    assert [(x, y) for x, y in zip(a, b) if x != y] == [("% = f32[] constant(1.5)", "% = f32[] constant(1.25)")]
