@@ -128,3 +128,9 @@ def test_a_single_process_setup_loads_no_straggler_exchange():
     assert "ezpz.runtime" in loaded
     for module in ("ezpz.steps.straggler_exchange", "ezpz.steps.straggler_scores", "statistics", "decimal"):
         assert module not in loaded, module
+
+
+def test_setup_loads_attrs_classic_namespace_only():
+    """The core uses ``attr`` (the same functions): the ``attrs`` namespace costs six more modules per process."""
+    loaded = _loaded_after("import ezpz\nezpz.hooks.setup()")["modules"]
+    assert "attr" in loaded and "attrs" not in loaded

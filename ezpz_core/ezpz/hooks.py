@@ -131,7 +131,7 @@ def setup(
     (Ray Train, Lightning, accelerate, DeepSpeed) is adopted after checking it, never initialised again.
     """
     global _runtime, _runtime_settings
-    import attrs
+    import attr
 
     from ezpz.plugin_host.calls import Hooks
     from ezpz.startup.environ import apply_env_defaults
@@ -172,7 +172,7 @@ def setup(
         overridden = [f"{k}={v} set by the user was kept (the plugin proposed {action.env_defaults[k]})"
                       for k, v in kept.items() if v != action.env_defaults[k] and k not in _applied_env]
         if overridden:
-            action = attrs.evolve(action, reason=f"{action.reason}; {'; '.join(overridden)}")
+            action = attr.evolve(action, reason=f"{action.reason}; {'; '.join(overridden)}")
         actions.append((plugin, action))
         _applied_env.update(applied)
         env_changes[plugin] = {**{k: f"set to {v!r}" for k, v in applied.items()},
@@ -214,13 +214,13 @@ def setup(
     if actions:
         from ezpz.decisions import Decision
 
-        explanation = attrs.evolve(
+        explanation = attr.evolve(
             explanation,
             decisions=(*explanation.decisions, *(Decision(topic="lifecycle", chosen=p, reason=a.reason,
                                                           details=env_changes.get(p, {})) for p, a in actions)),
         )
     if adopted is not None:
-        explanation = attrs.evolve(explanation, decisions=(*explanation.decisions, adopted))
+        explanation = attr.evolve(explanation, decisions=(*explanation.decisions, adopted))
     launch = the_plan.launch
     process_group = launch.distributed or existing is not None
     runtime = Runtime.from_plan(the_plan, explanation, process_group=process_group,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import attrs
+import attr
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
@@ -153,7 +153,7 @@ def resolve_rendezvous(env: LaunchEnv, environ: Mapping[str, str]) -> LaunchEnv:
         changes.update(master_addr=addr, master_port=port, hosts=hosts)
         if hosts_from:
             sources["hosts"] = hosts_from
-    return attrs.evolve(env, sources=sources, **changes)
+    return attr.evolve(env, sources=sources, **changes)
 
 
 def _pmi_exchange(env: LaunchEnv, environ: Mapping[str, str]) -> bool:
@@ -181,4 +181,4 @@ def _resolve_by_pmi(env: LaunchEnv, environ: Mapping[str, str], sources: dict[st
     sources["master_port"] = (f"published by rank 0 through the process manager ({via}): a port it bound, free "
                               "on its host, so two jobs on one host never share one")
     changes.update(master_addr=addr, master_port=None, hosts=hosts, exchange="pmi")
-    return attrs.evolve(env, sources=sources, **changes)
+    return attr.evolve(env, sources=sources, **changes)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from attrs import field
+from attr import field
 
 from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
 from ezpz.decisions import Explanation
