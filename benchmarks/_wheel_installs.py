@@ -70,7 +70,8 @@ def make_installs(names: tuple[str, ...] = tuple(INSTALLS)) -> dict[str, Path]:
             _run(py, "-m", "pip", "install", "-q", "-c", ROOT / "constraints.txt", wheels["ezpz"])
             marker.write_text(pins)
         extra = [d.replace("_", "-") for d in PLUGINS if d not in INSTALLS[name]]
-        _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)  # a reused venv: only this install's plugins
+        if extra:  # a reused venv: only this install's plugins
+            _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
         _run(py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", *(wheels[d] for d in INSTALLS[name]))
         pythons[name] = py
     return pythons
