@@ -15,9 +15,13 @@ Every child pays torch's deferred full GC before its timer (``gc.collect()``).
 Medians of ROUNDS paired runs; ratios are medians of per-pair ratios.
 
 The target is for a wheel install, as users have it (an editable install puts
-a finder in front of every import): run this with the Python of a venv where
-``scripts/build-dists.sh``'s wheels are installed; the first line says which
-kind of install it measured.
+a finder in front of every import). ``python benchmarks/bench_cold_start.py``
+builds ``scripts/build-dists.sh``'s wheels and measures two installs made from
+them in venvs of its own (:mod:`_wheel_installs`): the core with one vendor
+plugin (``pip install ezpz ezpz-xpu``) and the core with every plugin of this
+repository; for the second it also pairs ``setup()`` against the same run with
+``EZPZ_DISABLE_PLUGINS`` naming the third-party plugins (target: within 10 ms).
+``--in-venv`` measures the Python running it, as installed.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import os
 import statistics
 import sys
 
-from _util import machine, median, py_json, warm_up
+from _util import CHILD_ENV, machine, median, py_json, warm_up
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "11"))
 
@@ -140,7 +144,30 @@ def main() -> None:
           f" setup()/attrs-import ratio {ratio(alone, floor):.2f})")
     print(f"  of which building the record classes        {ms(split, 'records'):8.1f} ms")
     print(f"  of which probing, deciding, the trace       {ms(split, 'rest'):8.1f} ms")
+    if os.environ.get("EZPZ_BENCH_INSTALL") == "core+all":
+        third_party_cost()
+
+
+def third_party_cost() -> None:
+    """``setup()`` with every plugin, paired against the same with the third-party ones disabled."""
+    from _wheel_installs import THIRD_PARTY
+
+    without = {**CHILD_ENV, "EZPZ_DISABLE_PLUGINS": THIRD_PARTY}
+    warm_up(SETUP_PLAIN)
+    py_json(SETUP_PLAIN, env=without)
+    xs, ys = [], []
+    for i in range(ROUNDS):
+        pair = [lambda: xs.append(py_json(SETUP_PLAIN)), lambda: ys.append(py_json(SETUP_PLAIN, env=without))]
+        for run in pair if i % 2 == 0 else pair[::-1]:
+            run()
+    diff = statistics.median((x["s"] - y["s"]) * 1e3 for x, y in zip(xs, ys))
+    print(f"setup() alone, every plugin                   {ms(xs):8.1f} ms  vs EZPZ_DISABLE_PLUGINS={THIRD_PARTY} "
+          f"{ms(ys):6.1f} ms  median paired difference {diff:+6.1f} ms  ratio {ratio(xs, ys):6.3f}  target within 10 ms")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if "--in-venv" in sys.argv:
+        sys.exit(main())
+    from _wheel_installs import rerun_in_each
+
+    rerun_in_each("bench_cold_start.py")

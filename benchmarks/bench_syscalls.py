@@ -5,9 +5,12 @@ and at thousands of ranks these calls are what start-up waits for. Counted
 with ``strace -f -c`` (deterministic to a few calls), one process each, after
 one untimed run so bytecode caches exist: ``import torch`` alone, then with
 ``import ezpz; ezpz.hooks.setup()``, then with ``from accelerate import
-PartialState; PartialState()`` (accelerate installed in the same
-environment: ``pip install -c constraints.txt accelerate``). Target: ezpz adds
-no more calls than accelerate (ratio <= 1.0).
+PartialState; PartialState()`` (accelerate 1.15.0 installed in the same environment). Target:
+ezpz adds no more calls than accelerate (ratio <= 1.0). ``python
+benchmarks/bench_syscalls.py`` counts two installs made from this checkout's
+wheels in venvs of its own (:mod:`_wheel_installs`): the core with one vendor
+plugin (``pip install ezpz ezpz-xpu``) and the core with every plugin of this
+repository; ``--in-venv`` counts the Python running it, as installed.
 """
 
 from __future__ import annotations
@@ -67,4 +70,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if "--in-venv" in sys.argv:
+        sys.exit(main())
+    from _wheel_installs import rerun_in_each
+
+    rerun_in_each("bench_syscalls.py")

@@ -7,6 +7,7 @@ does not depend on the installed torch.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -52,7 +53,8 @@ def test_a_vendor_plugin_ruled_out_by_the_build_imports_none_of_its_facts_or_pol
     for vendor in installed & set(ruled_out):
         for module in VENDOR_MODULES[vendor]:
             assert module not in loaded, f"{module} imported although a {build} torch rules {vendor} out"
-        assert f"ezpz_{vendor}.gate" in loaded  # the rejection was decided, from the build facts alone
+        # the rejection was decided from the build facts alone, in the entry module: nothing more of the vendor
+        assert {m for m in loaded if m.startswith(f"ezpz_{vendor}.")} == {f"ezpz_{vendor}.plugin"}
     if build == "cpu" and "cuda" in installed:  # and the reason is in the trace, as before
         assert info["device"] == "cpu" and "torch built without CUDA" in info["trace"]
 
@@ -79,3 +81,57 @@ def test_import_ezpz_reads_plugins_through_the_entry_point_index(tmp_path):
 
         time.sleep(2.1)
     assert statuses[-1] == "hit", statuses
+
+
+#: Third-party plugins of this repository, and what asking each one on a machine without its device may load
+#: beyond its entry module: nothing but tpu's probe (it looks torch_xla up); never facts, policies or records.
+THIRD_PARTY_ASKED = {"example-emu": ("ezpz_example_emu", ()), "example-hpu": ("ezpz_example_hpu", ()),
+                     "tpu": ("ezpz_tpu", ("ezpz_tpu.probe",))}
+
+_SETUP_WITNESS = """
+import json, sys, threading, ezpz
+rt = ezpz.hooks.setup()
+print(json.dumps({"device": str(rt.device), "modules": sorted(sys.modules),
+                  "threads": sorted(t.name for t in threading.enumerate())}))
+"""
+
+
+def _setup_witness(**env: str) -> dict:
+    proc = run_python(_SETUP_WITNESS, clean_env(**env))
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_an_installed_third_party_plugin_costs_the_cpu_setup_only_its_question():
+    """With example-emu, example-hpu or tpu installed but not chosen, ``setup()`` on the CPU loads the same modules
+    and runs the same threads as with them disabled, plus each plugin's entry module (and tpu's probe): no plugin
+    core, attrs record, policy or worker of theirs that the built-in CPU answers could wait on (issue 34)."""
+    alone = _setup_witness(EZPZ_DISABLE_PLUGINS=",".join(THIRD_PARTY_ASKED))
+    installed = {name for name, (package, _) in THIRD_PARTY_ASKED.items()
+                 if importlib.util.find_spec(package) is not None}
+    if not installed:
+        pytest.skip("none of example-emu, example-hpu, tpu is installed here (scripts/test.sh installs them)")
+    both = _setup_witness()
+    assert both["device"] == alone["device"] == "cpu"
+    allowed = set()
+    for name in installed:
+        package, extra = THIRD_PARTY_ASKED[name]
+        allowed |= {package, f"{package}.plugin", *extra}
+    added = set(both["modules"]) - set(alone["modules"])
+    assert added <= allowed, f"asking {sorted(installed)} loaded more than their entry modules: {sorted(added - allowed)}"
+    assert set(alone["modules"]) <= set(both["modules"])
+    assert both["threads"] == alone["threads"]
+
+
+def test_a_single_process_setup_loads_no_straggler_exchange():
+    """The straggler exchange (and statistics, decimal, fractions under it) loads only when ranks compare times."""
+    loaded = _loaded_after("import ezpz\nezpz.hooks.setup()")["modules"]
+    assert "ezpz.runtime" in loaded
+    for module in ("ezpz.steps.straggler_exchange", "ezpz.steps.straggler_scores", "statistics", "decimal"):
+        assert module not in loaded, module
+
+
+def test_setup_loads_attrs_classic_namespace_only():
+    """The core uses ``attr`` (the same functions): the ``attrs`` namespace costs six more modules per process."""
+    loaded = _loaded_after("import ezpz\nezpz.hooks.setup()")["modules"]
+    assert "attr" in loaded and "attrs" not in loaded

@@ -126,3 +126,36 @@ def test_doctor_shows_the_threads_decision():
     report = json.loads(proc.stdout)
     (threads,) = [d for d in report["decisions"] if d["topic"] == "threads"]
     assert "OMP_NUM_THREADS=3 set by the user" in threads["reason"]
+
+
+# Recorded /proc/cpuinfo blocks (fields trimmed): two sockets with hyperthreads, and an aarch64 kernel without ids.
+TWO_SOCKETS_HT = "".join(f"processor\t: {cpu}\nmodel name\t: Xeon\nphysical id\t: {cpu // 4 % 2}\nsiblings\t: 4\n"
+                         f"core id\t\t: {cpu % 2}\ncpu cores\t: 2\n\n" for cpu in range(8))
+AARCH64 = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\n\nprocessor\t: 1\nBogoMIPS\t: 50.00\n\n"
+
+
+def test_cpu_topology_comes_from_one_read_of_cpuinfo():
+    from ezpz.probes.cpu import cpuinfo_topology, host_cores
+
+    topo = cpuinfo_topology(TWO_SOCKETS_HT)
+    assert topo is not None and sorted(topo) == list(range(8)) and topo[5] == ("1", "1")
+    assert host_cores(topo) == 4  # 8 logical CPUs: 2 sockets x 2 cores, each with two hyperthreads
+    assert cpuinfo_topology(AARCH64) is None  # no ids: the probe reads sysfs instead
+    assert cpuinfo_topology("") is None
+
+
+def test_thread_facts_read_cpuinfo_once_and_no_sysfs_file_per_cpu(monkeypatch):
+    """Counting reads, not timing: the per-CPU sysfs files cost four opens per CPU on every setup()."""
+    import builtins
+
+    from ezpz.probes import cpu
+    from ezpz.startup.threads import probe_thread_facts
+
+    if cpu.read_topology() is None:
+        pytest.skip("this host's /proc/cpuinfo names no physical/core ids (the probe reads sysfs here)")
+    opened: list[str] = []
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: (opened.append(str(f)), real_open(f, *a, **k))[1])
+    monkeypatch.setattr(cpu, "_sysfs_core", lambda c: pytest.fail(f"read sysfs for cpu {c}"))
+    probe_thread_facts({}, 1)
+    assert opened.count("/proc/cpuinfo") == 1

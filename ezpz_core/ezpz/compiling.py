@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import attrs
-from attrs import field
+import attr
+from attr import field
 
 from ezpz.primitives.converters import as_dict, as_tuple
 from ezpz.errors import ConfigError, UnavailableError
@@ -41,7 +41,7 @@ ALWAYS_AVAILABLE: Mapping[str, str] = {
 }
 
 
-def _explained(instance: object, attribute: attrs.Attribute, value: str) -> None:
+def _explained(instance: object, attribute: attr.Attribute, value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
 
@@ -50,7 +50,7 @@ def _explained(instance: object, attribute: attrs.Attribute, value: str) -> None
 class CompileOption:
     """One torch.compile backend for a device and whether it works there, with why."""
 
-    backend: str = field(validator=attrs.validators.in_(COMPILE_BACKENDS))
+    backend: str = field(validator=attr.validators.in_(COMPILE_BACKENDS))
     available: bool
     reason: str = field(validator=_explained)
 
@@ -65,7 +65,7 @@ class CompilePolicy:
     other options the plugin weighed, each with whether it is available.
     """
 
-    backend: str = field(validator=attrs.validators.in_(COMPILE_BACKENDS))
+    backend: str = field(validator=attr.validators.in_(COMPILE_BACKENDS))
     reason: str = field(validator=_explained)
     mode: str | None = None
     options: Mapping[str, Any] = field(factory=dict, converter=as_dict, hash=False)
@@ -127,7 +127,7 @@ def apply_compile_request(policy: CompilePolicy, requested: str, *, device: str,
     device = policy.device or device
     if requested == "auto" or requested == policy.backend:
         if requested != "auto":
-            return attrs.evolve(policy, reason=f"requested by {requested_from}={requested}: {policy.reason}")
+            return attr.evolve(policy, reason=f"requested by {requested_from}={requested}: {policy.reason}")
         return policy
     chosen_as_option = CompileOption(backend=policy.backend, available=True, reason=policy.reason)
     known = [chosen_as_option, *policy.alternatives]

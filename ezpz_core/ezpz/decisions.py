@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-import attrs
-from attrs import field
+import attr
+from attr import field
 
 from ezpz.primitives.converters import as_dict, as_tuple
 from ezpz.primitives.frozen_records import frozen
@@ -34,7 +34,7 @@ PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32")
 _TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def _explained(instance: object, attribute: attrs.Attribute, value: str) -> None:
+def _explained(instance: object, attribute: attr.Attribute, value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
 
@@ -81,7 +81,7 @@ SUPPORTED, UNSUPPORTED = "supported, not chosen: ", "unsupported: "
 class PrecisionOption:
     """One low-precision dtype and whether the device supports it."""
 
-    dtype: Precision = field(validator=attrs.validators.in_(PRECISIONS))
+    dtype: Precision = field(validator=attr.validators.in_(PRECISIONS))
     supported: bool
     reason: str = field(validator=_explained)
     grad_scaler: bool = False
@@ -91,7 +91,7 @@ class PrecisionOption:
 class AmpPolicy:
     """Mixed precision for this device: autocast dtype, scaler and TF32, with reasons."""
 
-    dtype: Precision = field(validator=attrs.validators.in_(PRECISIONS))
+    dtype: Precision = field(validator=attr.validators.in_(PRECISIONS))
     autocast: bool
     grad_scaler: bool
     tf32: bool
@@ -196,7 +196,7 @@ class LifecycleAction:
     env_defaults: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
     plugin: str = ""
     then: Callable[[], Any] | None = field(default=None, eq=False, hash=False,
-                                           validator=attrs.validators.optional(attrs.validators.is_callable()))
+                                           validator=attr.validators.optional(attr.validators.is_callable()))
 
     def also(self, reason: str, env_defaults: Mapping[str, str]) -> LifecycleAction:
         """This action plus ``reason`` and ``env_defaults`` (a plugin saying two things in one answer)."""
@@ -249,7 +249,8 @@ class Explanation:
         from ezpz.primitives.redact import scrub_data
 
         return scrub_data({
-            "decisions": [attrs.asdict(d, value_serializer=_jsonable) for d in self.decisions],
+            "decisions": [attr.asdict(d, value_serializer=_jsonable, retain_collection_types=True)
+                          for d in self.decisions],
             "plugins": [dict(p) for p in self.plugins],
         })
 
@@ -278,8 +279,8 @@ class Explanation:
 def _jsonable(_inst: Any, _field: Any, value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
-    if attrs.has(type(value)):
-        return attrs.asdict(value, value_serializer=_jsonable)
+    if attr.has(type(value)):
+        return attr.asdict(value, value_serializer=_jsonable, retain_collection_types=True)
     if isinstance(value, Mapping):
         return {str(k): _jsonable(None, None, v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-from attrs import field
+import attr
+from attr import field
 
 from ezpz.primitives.converters import as_dict, as_tuple
 from ezpz.primitives.frozen_records import frozen
@@ -63,7 +63,7 @@ class Alternative:
     ``ezpz doctor`` counts it as a problem."""
 
 
-def _nonempty(instance: object, attribute: attrs.Attribute, value: str) -> None:
+def _nonempty(instance: object, attribute: attr.Attribute, value: str) -> None:
     if not value or not value.strip():
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
 
@@ -84,7 +84,7 @@ class DeviceCandidate:
     device_type: str = field(validator=_nonempty)
     vendor: str = field(validator=_nonempty)
     reason: str = field(validator=_nonempty)
-    count: int = field(default=1, validator=attrs.validators.ge(0))
+    count: int = field(default=1, validator=attr.validators.ge(0))
     priority: int = 0
     shared: bool = False
     names: tuple[str, ...] = field(default=(), converter=as_tuple)
@@ -129,7 +129,7 @@ class ProbeReport:
         return cls(candidates=(candidate,))
 
 
-def _layout_consistent(instance: LaunchEnv, attribute: attrs.Attribute, value: object) -> None:
+def _layout_consistent(instance: LaunchEnv, attribute: attr.Attribute, value: object) -> None:
     """Safety net; detectors raise LaunchEnvError naming the variable first."""
     env = instance
     if not (0 <= env.rank < env.world_size):

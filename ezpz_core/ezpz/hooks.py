@@ -132,7 +132,7 @@ def setup(
     (Ray Train, Lightning, accelerate, DeepSpeed) is adopted after checking it, never initialised again.
     """
     global _runtime, _runtime_settings
-    import attrs
+    import attr
 
     from ezpz.plugin_host.calls import Hooks
     from ezpz.startup.environ import decide_env_defaults
@@ -172,7 +172,7 @@ def setup(
             continue
         notes = [c.note for c in changes if c.note]
         if notes:
-            action = attrs.evolve(action, reason=f"{action.reason}; {'; '.join(notes)}")
+            action = attr.evolve(action, reason=f"{action.reason}; {'; '.join(notes)}")
         actions.append((plugin, action))
         for change in changes:
             if change.applies:
@@ -217,13 +217,13 @@ def setup(
     if actions:
         from ezpz.decisions import Decision
 
-        explanation = attrs.evolve(
+        explanation = attr.evolve(
             explanation,
             decisions=(*explanation.decisions, *(Decision(topic="lifecycle", chosen=p, reason=a.reason,
                                                           details=env_changes.get(p, {})) for p, a in actions)),
         )
     if adopted is not None:
-        explanation = attrs.evolve(explanation, decisions=(*explanation.decisions, adopted))
+        explanation = attr.evolve(explanation, decisions=(*explanation.decisions, adopted))
     launch = the_plan.launch
     process_group = launch.distributed or existing is not None
     runtime = Runtime.from_plan(the_plan, explanation, process_group=process_group,

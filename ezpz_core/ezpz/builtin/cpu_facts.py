@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attrs import field
+from attr import field
 
 from ezpz.primitives.converters import as_frozenset
 from ezpz.primitives.frozen_records import frozen

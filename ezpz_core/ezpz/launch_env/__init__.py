@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env.detectors import DETECTORS, detect_layout
-from ezpz.launch_env.rendezvous import derive_port, job_identity, resolve_rendezvous
+from ezpz.launch_env.rendezvous import job_identity, resolve_rendezvous
 
 __all__ = [
     "DETECTORS",
@@ -36,9 +36,14 @@ def detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
 
 
 def __getattr__(name: str) -> object:
-    """``expand_nodelist`` and ``read_hostfile`` from :mod:`ezpz.inputs.hostlist`, imported only when a host list is read."""
+    """``expand_nodelist`` and ``read_hostfile`` (:mod:`ezpz.inputs.hostlist`), imported only when a host list is
+    read; ``derive_port`` (:mod:`ezpz.launch_env.ports`), only when a port is derived."""
     if name in ("expand_nodelist", "read_hostfile"):
         from ezpz.inputs import hostlist
 
         return getattr(hostlist, name)
+    if name == "derive_port":  # only several ranks derive a port
+        from ezpz.launch_env.ports import derive_port
+
+        return derive_port
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

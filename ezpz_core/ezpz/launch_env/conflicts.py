@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import attrs
+import attr
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import Alternative, LaunchEnv
@@ -58,7 +58,7 @@ def _ignored(chosen: LaunchEnv, environ: Mapping[str, str], why: str) -> LaunchE
     if not ignored:
         return chosen
     sources = {**chosen.sources, "ignored": f"{why}; to silence this: {_UNSET}"}
-    return attrs.evolve(chosen, ignored=ignored, sources=sources)
+    return attr.evolve(chosen, ignored=ignored, sources=sources)
 
 
 def reconcile(chosen: LaunchEnv, env: LaunchEnv | str | LaunchEnvError,
@@ -87,7 +87,7 @@ def reconcile(chosen: LaunchEnv, env: LaunchEnv | str | LaunchEnvError,
         why = (f"{launcher} started one process (rank 0 of 1) and RANK/WORLD_SIZE describe {theirs}: "
                "this process was spawned by that one as a worker of its own group")
         sources = {**env.sources, "launcher": f"{env.sources.get('launcher', 'RANK')} ({why})"}
-        return attrs.evolve(env, sources=sources), Alternative(name=launcher, reason=f"describes the parent: {why}")
+        return attr.evolve(env, sources=sources), Alternative(name=launcher, reason=f"describes the parent: {why}")
     raise LaunchEnvError(
         name="RANK / WORLD_SIZE", value=f"{theirs} (RANK={get(environ, 'RANK')}, WORLD_SIZE={get(environ, 'WORLD_SIZE')})",
         expected=f"the layout of the launcher that started this process: {said} "

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import attrs
+import attr
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import Alternative, LaunchEnv
@@ -212,4 +212,4 @@ def detect_layout(environ: Mapping[str, str]) -> LaunchEnv:
         if chosen.launcher not in TORCH_STYLE_DETECTORS:
             chosen = _reconciled(chosen, environ, rejected)
         rejected.append(Alternative(name="single", reason=f"{chosen.launcher} describes this process"))
-    return attrs.evolve(chosen, rejected=tuple(rejected))
+    return attr.evolve(chosen, rejected=tuple(rejected))

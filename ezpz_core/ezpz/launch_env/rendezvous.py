@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import attrs
+import attr
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
-from ezpz.launch_env.ports import DEFAULT_PORT, PORT_RANGE, derive_port
 
 __all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous"]
 
@@ -87,6 +86,8 @@ def _port(environ: Mapping[str, str], ident: tuple[str, str] | None) -> tuple[in
             "cross-join)",
             fix="export MASTER_PORT=<a free port of this job's own> (and MASTER_ADDR) to every rank",
         )
+    from ezpz.launch_env.ports import PORT_RANGE, derive_port  # only with several ranks: one process derives none
+
     return derive_port(f"{ident[1]}={ident[0]}"), f"derived: hash of {ident[1]} into {PORT_RANGE[0]}..{PORT_RANGE[1]}"
 
 
@@ -153,7 +154,7 @@ def resolve_rendezvous(env: LaunchEnv, environ: Mapping[str, str]) -> LaunchEnv:
         changes.update(master_addr=addr, master_port=port, hosts=hosts)
         if hosts_from:
             sources["hosts"] = hosts_from
-    return attrs.evolve(env, sources=sources, **changes)
+    return attr.evolve(env, sources=sources, **changes)
 
 
 def _pmi_exchange(env: LaunchEnv, environ: Mapping[str, str]) -> bool:
@@ -181,4 +182,13 @@ def _resolve_by_pmi(env: LaunchEnv, environ: Mapping[str, str], sources: dict[st
     sources["master_port"] = (f"published by rank 0 through the process manager ({via}): a port it bound, free "
                               "on its host, so two jobs on one host never share one")
     changes.update(master_addr=addr, master_port=None, hosts=hosts, exchange="pmi")
-    return attrs.evolve(env, sources=sources, **changes)
+    return attr.evolve(env, sources=sources, **changes)
+
+
+def __getattr__(name: str) -> object:
+    """``DEFAULT_PORT``, ``PORT_RANGE`` and ``derive_port`` from :mod:`ezpz.launch_env.ports`, imported on first use."""
+    if name in ("DEFAULT_PORT", "PORT_RANGE", "derive_port"):
+        from ezpz.launch_env import ports
+
+        return getattr(ports, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

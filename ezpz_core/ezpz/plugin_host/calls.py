@@ -152,7 +152,7 @@ class Hooks:
 
     def failure_signatures(self) -> list[FailureSignature]:
         """Every plugin's failure signatures, each stamped with its plugin; a list with a bad entry quarantines."""
-        import attrs
+        import attr
 
         from ezpz.failures.signatures import FailureSignature
 
@@ -164,7 +164,7 @@ class Hooks:
                 self.host.quarantine(name, TypeError(f"ezpz_failure_signatures: {why}, expected FailureSignature"),
                                      stage="hook ezpz_failure_signatures")
                 continue
-            found.extend(attrs.evolve(s, plugin=name) for s in batch)
+            found.extend(attr.evolve(s, plugin=name) for s in batch)
         return found
 
     def after_setup(self, runtime: Runtime) -> None:

@@ -10,6 +10,13 @@ equality between instances of the same class, a hash of the compared fields).
 A field's ``repr=False``, ``repr=<callable>``, ``eq=False`` and ``hash=False`` are
 honoured. Everything else (slots, immutability, validators, converters,
 ``attrs.evolve``/``asdict``) is attrs' unchanged.
+
+The core imports attrs' classic ``attr`` namespace, not ``attrs``: the same
+functions (``attr.frozen``, ``attr.field``, ``attr.evolve``...), but
+``import attrs`` loads six more modules (its re-exporting submodules), about 40
+file-metadata calls in every process (docs/performance.md). Where the two
+differ, ``asdict``, the core passes ``retain_collection_types=True``, as
+``attrs.asdict`` does.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import attrs
+import attr
 
 __all__ = ["frozen"]
 
@@ -51,7 +58,7 @@ def _hash(self: Any) -> int:
 
 
 def _share_methods(cls: C) -> C:
-    fields = attrs.fields(cls)
+    fields = attr.fields(cls)
     cls._ezpz_repr_fields = tuple((a.name, a.repr if callable(a.repr) else None) for a in fields if a.repr)
     cls._ezpz_eq_fields = tuple(a.name for a in fields if a.eq)
     cls._ezpz_hash_fields = tuple(a.name for a in fields if (a.eq if a.hash is None else a.hash))
@@ -62,7 +69,7 @@ def _share_methods(cls: C) -> C:
 if TYPE_CHECKING:
     # Type checkers see attrs' own decorator, which their attrs support understands (fields, keyword-only
     # __init__, converters): plugin authors type-check the records they build against the installed core.
-    from attrs import frozen as frozen
+    from attr import frozen as frozen
 else:
     def frozen(maybe_cls: Any = None, **kwargs: Any) -> Any:
         """:func:`attrs.frozen` (same arguments), with the shared ``__repr__``/``__eq__``/``__hash__``.
@@ -75,7 +82,7 @@ else:
         def wrap(cls: C) -> C:
             mine = own and not {"__repr__", "__eq__", "__hash__"} & vars(cls).keys()
             if not mine:
-                return attrs.frozen(cls, **kwargs)
-            return _share_methods(attrs.frozen(cls, repr=False, eq=False, **kwargs))
+                return attr.frozen(cls, **kwargs)
+            return _share_methods(attr.frozen(cls, repr=False, eq=False, **kwargs))
 
         return wrap if maybe_cls is None else wrap(maybe_cls)

@@ -6,9 +6,9 @@ import contextlib
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from attrs import field
+from attr import field
 
 from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
 from ezpz.decisions import Explanation
@@ -16,8 +16,10 @@ from ezpz.primitives.frozen_records import frozen
 from ezpz.steps.preemption import Preemption
 from ezpz.steps.clock import StepClock
 from ezpz.primitives.torch_private import profiler_enabled
-from ezpz.steps.straggler_exchange import StragglerWatch
 from ezpz.steps.boundary import StepMarker
+
+if TYPE_CHECKING:  # the exchange (with statistics, decimal, fractions) loads only when setup() makes one: world > 1
+    from ezpz.steps.straggler_exchange import StragglerWatch
 
 __all__ = ["Runtime"]
 

@@ -130,7 +130,7 @@ def _named_source(default: str, actual: str) -> Iterator[None]:
 
 def _said_source(decision, default: str, actual: str):  # type: ignore[no-untyped-def]
     """Plugins' reasons name the canonical variable; say the one the user actually set."""
-    from attrs import evolve
+    from attr import evolve
 
     if actual == default or default not in decision.reason:
         return decision
@@ -138,7 +138,7 @@ def _said_source(decision, default: str, actual: str):  # type: ignore[no-untype
 
 
 def _with_plugin(record, plugin: str):  # type: ignore[no-untyped-def]
-    from attrs import evolve
+    from attr import evolve
 
     return evolve(record, plugin=plugin)
 

@@ -52,13 +52,15 @@ class ThreadsChoice:
 
 
 def probe_thread_facts(environ: Mapping[str, str], local_world_size: int, launcher: str = "single") -> ThreadFacts:
-    """Read the facts (thin and impure: /sys topology, ``torch.get_num_threads()``)."""
+    """Read the facts (thin and impure: /proc/cpuinfo's topology, ``torch.get_num_threads()``)."""
     import torch
 
-    from ezpz.probes.cpu import host_cores, load_average_1min, physical_cores
+    from ezpz.probes.cpu import host_cores, load_average_1min, physical_cores, read_topology
 
     set_vars = tuple((n, environ[n].strip()) for n in THREAD_VARS if environ.get(n, "").strip())
-    return ThreadFacts(cores=physical_cores(), host_cores=host_cores(), local_world_size=max(local_world_size, 1),
+    topology = read_topology()  # one read of /proc/cpuinfo for both counts
+    return ThreadFacts(cores=physical_cores(topology), host_cores=host_cores(topology),
+                       local_world_size=max(local_world_size, 1),
                        torch_threads=torch.get_num_threads(), set_vars=set_vars, launcher=launcher,
                        set_by_ezpz=_SET_BY_EZPZ[-1] if _SET_BY_EZPZ else None, load1=load_average_1min())
 

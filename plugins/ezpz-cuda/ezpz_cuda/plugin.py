@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from ezpz_cuda.facts import CudaFacts
 
 __all__ = [
+    "build_rejection",
     "ezpz_amp_policy",
-    "ezpz_compile_policy",
     "ezpz_before_init",
+    "ezpz_compile_policy",
     "ezpz_failure_signatures",
     "ezpz_probe_devices",
     "ezpz_profiling",
@@ -78,11 +79,22 @@ def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | s
     return policy.unsupported_by_build(facts) or facts
 
 
+# -- rejection on torch-build facts alone (standard library only): a torch that cannot drive this vendor's
+# devices never loads the facts, probes or policies, and costs no module import of its own --------------
+
+def build_rejection(build: Any) -> str | None:
+    """Why this torch cannot drive NVIDIA GPUs at all, or None. ROCm builds are never claimed."""
+    if build.hip:
+        return f"torch is a ROCm build (torch.version.hip={build.hip}): left to ezpz-rocm"
+    if not build.cuda:
+        return f"torch built without CUDA (torch {build.version}: torch.version.cuda is None)"
+    return None
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``cuda`` for the visible NVIDIA GPUs, or say why not."""
     from ezpz.facts import ProbeReport
-    from ezpz_cuda.gate import build_rejection
 
     rejected = build_rejection(build)  # a CPU or ROCm torch: no facts, probe or policy module is imported
     if rejected:

@@ -68,9 +68,26 @@ __all__ = [
 FACTS = "ezpz_example_emu.core:EmuFacts"
 
 
+#: The two variables that ask for ``emu`` (:func:`ezpz_example_emu.core.read_request` reads them; the plugin's
+#: tests check these names against core's). Without either, the probe answers before importing anything.
+_ASKED_BY = ("EZPZ_DEVICE", "EZPZ_EXAMPLE_EMU")
+
+
+def _maybe_asked(environ: Mapping[str, str]) -> bool:
+    """False only when neither variable could ask for ``emu``: the probe's answer is then None, at no cost.
+
+    A plugin that is installed but not chosen costs what asking it costs: this check, not an import of
+    :mod:`ezpz_example_emu.core` (its attrs record, ezpz's policies) on every ``setup()``.
+    """
+    device_var, offer_var = _ASKED_BY
+    return environ.get(device_var, "").strip().lower().partition(":")[0] == "emu" or offer_var in environ
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport | None:
     """Offer ``emu`` when asked for by name; otherwise say nothing at all."""
+    if not _maybe_asked(environ):
+        return None  # what core.read_request says here; a set EZPZ_EXAMPLE_EMU, any value, is parsed (and checked) there
     from ezpz_example_emu.core import DEVICE_TYPE, VENDOR, emu_candidate, read_request, read_torch, rejection
 
     requested_by = read_request(environ)

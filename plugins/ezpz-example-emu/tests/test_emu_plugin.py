@@ -18,6 +18,16 @@ def test_the_probe_says_nothing_unless_asked_for():
     assert plugin.ezpz_probe_devices(build=recorded_build("cpu"), environ={core.OFFER_VAR: "0"}) is None
 
 
+@pytest.mark.parametrize("environ", [{}, {"EZPZ_DEVICE": "cuda"}, {"EZPZ_DEVICE": "emulator"}, {"EZPZ_DEVICE": "emu"},
+                                     {"EZPZ_DEVICE": " EMU:1"}, {core.OFFER_VAR: ""}, {core.OFFER_VAR: "0"},
+                                     {core.OFFER_VAR: "maybe"}, {"TORCH_DEVICE": "emu"}])
+def test_the_quick_check_only_skips_what_read_request_would_skip(environ):
+    """The probe's check before importing core says "not asked" only where core.read_request returns None."""
+    assert plugin._ASKED_BY == ("EZPZ_DEVICE", core.OFFER_VAR) and core.DEVICE_TYPE == "emu"
+    if not plugin._maybe_asked(environ):
+        assert core.read_request(environ) is None
+
+
 @pytest.mark.parametrize("environ, said", [({"EZPZ_DEVICE": "emu"}, "EZPZ_DEVICE=emu"),
                                            ({"EZPZ_DEVICE": " EMU:0 "}, "EZPZ_DEVICE=EMU:0"),
                                            ({core.OFFER_VAR: "yes"}, f"{core.OFFER_VAR}=yes")])

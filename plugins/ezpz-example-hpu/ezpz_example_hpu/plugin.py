@@ -79,19 +79,49 @@ FACTS = "ezpz_example_hpu.core:HpuFacts"
 # -- the hooks: thin glue from ezpz's questions to the functions in core.py ---------------------
 
 
+#: What the quick "not here" answer below says, before ``core`` is imported; the plugin's tests check each
+#: against ``core`` (DEVICE_TYPE, VENDOR, SIMULATE_VAR) and the answer against the full probe's.
+_DEVICE, _VENDOR, _SIMULATE_VAR, _SDK = "hpu", "habana", "EZPZ_EXAMPLE_HPU_SIMULATE", "habana_frameworks"
+
+
+def _sdk_absent(environ: Mapping[str, str]) -> bool:
+    """Neither the SDK (not imported, not installed) nor the simulation: the probe can answer without ``core``.
+
+    A plugin installed on a machine without its device should cost what asking it costs: one lookup of the
+    SDK's package, not the import of its facts module (an attrs record, ezpz's policies) on every ``setup()``.
+    """
+    import importlib.util
+    import sys
+
+    if environ.get(_SIMULATE_VAR, "").strip() not in ("", "0") or _SDK in sys.modules:
+        return False
+    try:
+        return importlib.util.find_spec(_SDK) is None
+    except (ImportError, ValueError):  # a broken install: let read_sdk say what is wrong with it
+        return False
+
+
+def _not_installed() -> ProbeReport:
+    from ezpz.facts import ProbeReport
+
+    return ProbeReport.rejected(
+        _DEVICE, _VENDOR, f"habana_frameworks not installed (set {_SIMULATE_VAR}=<count> for a teaching device)"
+    )
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer the hpu device from the SDK or the simulation; otherwise say why not."""
+    if _sdk_absent(environ):
+        return _not_installed()  # the answer below, without importing core
     from ezpz.facts import ProbeReport
-    from ezpz_example_hpu.core import DEVICE_TYPE, SIMULATE_VAR, VENDOR, hpu_candidate, read_sdk, read_simulation
+    from ezpz_example_hpu.core import DEVICE_TYPE, VENDOR, hpu_candidate, read_sdk, read_simulation
 
     found = read_sdk(environ)
     if found is None:
         found = read_simulation(environ)
     if found is None:
-        return ProbeReport.rejected(
-            DEVICE_TYPE, VENDOR, f"habana_frameworks not installed (set {SIMULATE_VAR}=<count> for a teaching device)"
-        )
+        return _not_installed()
     if isinstance(found, str):
         return ProbeReport.rejected(DEVICE_TYPE, VENDOR, found)
     return ProbeReport.found(hpu_candidate(found, environ))

@@ -250,3 +250,14 @@ def test_plan_under_torchrun_picks_hpu_at_local_rank():
     assert the_plan.device.torch_device == "hpu:1"
     assert the_plan.backend.name == "gloo" and the_plan.amp.dtype == "bf16"
     assert "physical device 1 via HABANA_VISIBLE_MODULES" in explanation["device"].reason
+
+
+def test_the_quick_not_installed_answer_says_what_core_would():
+    """The probe answers "not installed" before importing core; its names are core's."""
+    from ezpz_example_hpu import core
+
+    assert (plugin._DEVICE, plugin._VENDOR, plugin._SIMULATE_VAR) == (core.DEVICE_TYPE, core.VENDOR, core.SIMULATE_VAR)
+    assert core.read_sdk({}) is None and core.read_simulation({}) is None  # what the full probe would have found
+    (rejection,) = plugin.ezpz_probe_devices(build=recorded_build("cpu"), environ={}).rejections
+    assert (rejection.device_type, rejection.vendor) == (core.DEVICE_TYPE, core.VENDOR)
+    assert plugin._sdk_absent({}) and not plugin._sdk_absent({core.SIMULATE_VAR: "2"})

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
+    "NOT_ROCM",
     "ezpz_amp_policy",
-    "ezpz_compile_policy",
     "ezpz_before_init",
+    "ezpz_compile_policy",
     "ezpz_failure_signatures",
     "ezpz_probe_devices",
     "ezpz_profiling",
@@ -38,11 +39,16 @@ PROFILING_REASON = (
 )
 
 
+# -- rejection on torch-build facts alone (standard library only): a torch that cannot drive this vendor's
+# devices never loads the facts, probes or policies, and costs no module import of its own --------------
+
+NOT_ROCM = "torch is not a ROCm build (torch.version.hip is None)"
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``cuda`` (vendor ``amd``) on a ROCm build with at least one visible AMD GPU; say why not otherwise."""
     from ezpz.facts import ProbeReport
-    from ezpz_rocm.gate import NOT_ROCM
 
     if not build.hip:  # no facts, probe or policy module is imported for a torch that is not a ROCm build
         return ProbeReport.rejected("cuda", "amd", NOT_ROCM)

@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 PRIORITY = 100
-from ezpz_rocm.gate import NOT_ROCM  # noqa: E402  (re-exported; lives where checking it costs no import)
+from ezpz_rocm.plugin import NOT_ROCM  # noqa: E402  (re-exported; lives in the entry module, already imported)
 
 # Sources, cited once and referenced per table row.
 SRC_PYTORCH_COMPAT = "https://rocm.docs.amd.com/en/latest/compatibility/ml-compatibility/pytorch-compatibility.html"

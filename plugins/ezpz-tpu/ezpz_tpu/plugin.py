@@ -54,15 +54,16 @@ FACTS = "ezpz_tpu.facts:TpuFacts"
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer the xla device (TPU chips, or XLA's CPU runtime as a testing device); otherwise say why not."""
     from ezpz.facts import ProbeReport
-    from ezpz_tpu.policy import DEVICE_TYPE, VENDOR, tpu_candidate
-    from ezpz_tpu.probe import read_environment
+    from ezpz_tpu.probe import DEVICE_TYPE, VENDOR, read_environment
 
-    found = read_environment(environ)
+    found = read_environment(environ)  # without torch_xla: one package lookup, no facts or policy imported
     if found is None:
         return ProbeReport.rejected(DEVICE_TYPE, VENDOR, "torch_xla not installed (pip install torch-xla, with "
                                                          "the torch version it was built for)")
     if isinstance(found, str):
         return ProbeReport.rejected(DEVICE_TYPE, VENDOR, found)
+    from ezpz_tpu.policy import tpu_candidate
+
     return ProbeReport.found(tpu_candidate(found))
 
 

@@ -10,7 +10,7 @@ from ezpz.facts import DeviceCandidate, TorchBuild
 from ezpz.plugin_kit import vendor_then_gloo
 
 from ezpz_tpu.facts import TpuFacts
-from ezpz_tpu.probe import PJRT_VAR
+from ezpz_tpu.probe import DEVICE_TYPE, PJRT_VAR, VENDOR
 
 __all__ = [
     "CPU_RUNTIME_PRIORITY",
@@ -24,8 +24,6 @@ __all__ = [
     "tpu_candidate",
 ]
 
-DEVICE_TYPE = "xla"
-VENDOR = "google"
 #: A TPU wins device selection, like any discrete accelerator (the GPU plugins use 100).
 TPU_PRIORITY = 100
 #: XLA on its CPU runtime is a testing device: below the built-in cpu (0), so only EZPZ_DEVICE=xla picks it.

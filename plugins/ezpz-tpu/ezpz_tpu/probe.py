@@ -13,11 +13,15 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from ezpz_tpu.facts import GENERATIONS, Generation, TpuFacts
+if TYPE_CHECKING:  # the facts (attrs records) are imported once torch_xla is known to be installed
+    from ezpz_tpu.facts import Generation, TpuFacts
 
-__all__ = ["PJRT_VAR", "installed", "read_environment", "read_slice"]
+__all__ = ["DEVICE_TYPE", "PJRT_VAR", "VENDOR", "installed", "read_environment", "read_slice"]
 
+DEVICE_TYPE = "xla"
+VENDOR = "google"
 PJRT_VAR = "PJRT_DEVICE"
 #: The TPU VM's variables for a slice, as torch_xla reads them (torch_xla/_internal/tpu.py, torch-xla 2.9.0).
 ACCELERATOR_VAR = "TPU_ACCELERATOR_TYPE"
@@ -38,6 +42,8 @@ def installed(name: str) -> bool:
 
 def read_slice(accelerator_type: str) -> tuple[Generation, int] | str:
     """``v5litepod-8`` -> (v5e, 8 chips in the slice), or why the value is not understood."""
+    from ezpz_tpu.facts import GENERATIONS
+
     m = _TYPE.match(accelerator_type.strip().lower())
     if m is None:
         return (f"{ACCELERATOR_VAR}={accelerator_type!r} is not '<generation>-<number>' "
@@ -52,9 +58,11 @@ def read_slice(accelerator_type: str) -> tuple[Generation, int] | str:
 def read_environment(
     environ: Mapping[str, str], found: Callable[[str], bool] = installed
 ) -> TpuFacts | str | None:
-    """Facts, a rejection reason, or None when torch_xla is not installed."""
+    """Facts, a rejection reason, or None when torch_xla is not installed (then nothing else is imported)."""
     if not found("torch_xla"):
         return None
+    from ezpz_tpu.facts import TpuFacts
+
     raw = environ.get(PJRT_VAR, "").strip()
     if raw:
         pjrt, source = raw.split("_")[0].upper(), PJRT_VAR  # torch_xla reads "TPU_C_API" as TPU, likewise

@@ -21,9 +21,13 @@ if TYPE_CHECKING:
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
+    "IPEX_EOL",
+    "NATIVE_XPU",
+    "XPU_WHEELS",
+    "build_rejection",
     "ezpz_amp_policy",
-    "ezpz_compile_policy",
     "ezpz_before_init",
+    "ezpz_compile_policy",
     "ezpz_failure_signatures",
     "ezpz_probe_devices",
     "ezpz_profiling",
@@ -41,11 +45,31 @@ _MEMORY_FUNCS = (
 )
 
 
+# -- rejection on torch-build facts alone (standard library only): a torch that cannot drive this vendor's
+# devices never loads the facts, probes or policies, and costs no module import of its own --------------
+
+#: torch.xpu upstream as a prototype (PyTorch 2.4 release notes, "Intel GPU support (prototype)").
+NATIVE_XPU = (2, 4)
+#: IPEX: development stopped after 2.8, end of life announced for March 2026 (intel-extension-for-pytorch#867).
+IPEX_EOL = "March 2026"
+XPU_WHEELS = "pip install torch --index-url https://download.pytorch.org/whl/xpu"
+
+
+def build_rejection(build: Any) -> str | None:
+    """Why this torch cannot offer ``xpu`` at all, or None."""
+    if not build.xpu_built:
+        return (f"torch built without XPU (build.xpu_built is False; torch {build.version}); "
+                f"install an XPU build: {XPU_WHEELS}")
+    if build.release < NATIVE_XPU:
+        return (f"torch {build.version} predates native XPU (torch 2.4); that stack needed IPEX, which reaches end of "
+                f"life in {IPEX_EOL}: upgrade with {XPU_WHEELS}")
+    return None
+
+
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
     """Offer ``xpu`` when torch has XPU and Level Zero shows at least one device; otherwise say why not."""
     from ezpz.facts import ProbeReport
-    from ezpz_xpu.gate import build_rejection
 
     why_not = build_rejection(build)  # no facts, probe or policy module is imported for a torch without XPU
     if why_not:
