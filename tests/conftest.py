@@ -10,7 +10,8 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,39 @@ def clean_env(**extra: str) -> dict[str, str]:
         extra = {**extra, "PYTHONPATH": os.pathsep.join([extra["PYTHONPATH"], env["PYTHONPATH"]])}
     env.update(extra)
     return pinned(env)
+
+
+def unset_env(monkeypatch: pytest.MonkeyPatch, names: Iterable[str]) -> None:
+    """Remove ``names`` from ``os.environ`` for this test, except the CPU pin (see above) where it is on."""
+    name, value = CPU_PIN
+    for key in names:
+        if not (key == name and os.environ.get(key) == value):
+            monkeypatch.delenv(key, raising=False)
+
+
+def unset_launch_env(monkeypatch: pytest.MonkeyPatch, *more: str) -> None:
+    """Remove every launcher/ezpz variable :func:`clean_env` leaves out (and ``more``) from ``os.environ``, pin kept."""
+    unset_env(monkeypatch, [k for k in os.environ if k.startswith(_LEAKY_PREFIXES) or k in _LEAKY_NAMES or k in more])
+
+
+@pytest.fixture
+def builtin_plugins_only() -> Iterator[None]:
+    """In this process, setup() and plan() see only ezpz's built-in plugins: a host whose one device is its CPU.
+
+    For ``device_choice`` tests that need a host without an accelerator: whatever this machine has or has
+    installed (a GPU and its plugin, the one-GPU stand-in), the choice rests on the cpu plugin's facts.
+    """
+    import ezpz.hooks
+    from ezpz.inputs.settings import PluginSettings
+    from ezpz.plugin_host.host import PluginHost
+
+    host = PluginHost(PluginSettings(allow=frozenset()))  # an empty allow-list: the built-ins only
+    host.discover()
+    with ezpz.hooks.using_plugin_host(host):
+        try:
+            yield
+        finally:
+            ezpz.hooks.teardown()  # the block is left with no live runtime
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -146,6 +180,22 @@ def mpiexec_unusable(path: str) -> str | None:
     return f"`{said}` exited {done.returncode}: {' / '.join(lines[:4])[:400]}"
 
 
+def pip_install_target(target: Path, *projects: Path | str, upgrade: bool = False, timeout: float = 300) -> None:
+    """``pip install --target target`` of local ``projects``, each built from a private copy.
+
+    pip builds a local project in its own tree (``build/``, ``*.egg-info``): two pytest-xdist workers building
+    the same tree at once would race, so each build gets a copy of its own, beside ``target``.
+    """
+    copies = []
+    for project in map(Path, projects):
+        copy = Path(tempfile.mkdtemp(prefix="src-", dir=target.parent)) / project.name
+        shutil.copytree(project, copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        copies.append(str(copy))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    *(["--upgrade"] if upgrade else []), "--target", str(target), *copies],
+                   check=True, capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.fixture(scope="session")
 def test_plugins_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test plugin packages, really pip-installed (own dist-info, real entry points) into a private dir.
@@ -154,11 +204,7 @@ def test_plugins_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocesses see them through PYTHONPATH.
     """
     target = tmp_path_factory.mktemp("ezpz-test-plugins")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
-         *map(str, TEST_PLUGINS)],
-        check=True, capture_output=True, text=True,
-    )
+    pip_install_target(target, *TEST_PLUGINS)
     return target
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import ezpz
-from conftest import clean_env
+from conftest import clean_env, unset_env
 from ezpz.builtin.cxx import CxxFacts, cpu_compile_options, probe_cxx
 from ezpz.builtin.mps import mps_compile_options
 from ezpz.compiling import CompileOption, CompilePolicy, apply_compile_request, choose_compile, parse_compile_request
@@ -35,9 +35,8 @@ MSVC = CxxFacts(compiler="cl", platform="win32", path="C:/VS/cl.exe", version="M
 
 @pytest.fixture
 def env(monkeypatch):
-    for name in ("EZPZ_DEVICE", "EZPZ_PRECISION", "EZPZ_COMPILE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                 "MASTER_PORT", "TORCHELASTIC_RUN_ID", "DS_ACCELERATOR"):
-        monkeypatch.delenv(name, raising=False)
+    unset_env(monkeypatch, ("EZPZ_DEVICE", "EZPZ_PRECISION", "EZPZ_COMPILE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                            "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "DS_ACCELERATOR"))  # pin stays
     yield monkeypatch
     ezpz.hooks.teardown()
 

@@ -38,7 +38,7 @@ def detect_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
 def __getattr__(name: str) -> object:
     """``expand_nodelist`` and ``read_hostfile`` from :mod:`ezpz.inputs.hostlist`, imported only when a host list is read."""
     if name in ("expand_nodelist", "read_hostfile"):
-        from ezpz.inputs.files import hostlist
+        from ezpz.inputs import hostlist
 
         return getattr(hostlist, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

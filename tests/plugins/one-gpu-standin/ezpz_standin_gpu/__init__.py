@@ -33,11 +33,15 @@ DEVICES = 1
 
 @hookimpl
 def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeReport:
-    """Offer one unshared ``emu`` device at priority 100, whatever the environment says."""
+    """Offer one unshared ``emu`` device at priority 100, unless the example's ``emu`` is asked for by name."""
     from ezpz.facts import DeviceCandidate, ProbeReport
-    from ezpz_example_emu.core import DEVICE_TYPE, read_torch, rejection
+    from ezpz_example_emu.core import DEVICE_TYPE, read_request, read_torch, rejection
     from ezpz_standin_gpu.facts import StandinFacts
 
+    asked = read_request(environ)
+    if asked is not None:  # on a real one-GPU host, EZPZ_DEVICE=emu gets the example plugin's emu: so here too
+        return ProbeReport.rejected(DEVICE_TYPE, VENDOR, f"{asked} asks for the example plugin's emu device: the "
+                                                         "one-GPU stand-in, which is emu too, steps aside for it")
     emu = read_torch("the ezpz-standin-gpu test plugin being installed")
     why_not = rejection(emu)
     if why_not is not None:
