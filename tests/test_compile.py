@@ -187,8 +187,10 @@ def test_import_ezpz_loads_no_compile_or_deepspeed_module():
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
+@pytest.mark.device_choice  # a recorded Mac: MPS and the built-ins, not this host's plugins (a GPU's would win)
 @pytest.mark.parametrize(("build", "backend"), [(TORCH_2_7_MAC, "aot_eager"), (TORCH_2_8_MAC, "inductor")])
-def test_recorded_mac_plan_compiles_per_torch_version_and_names_deepspeeds_mps_accelerator(monkeypatch, build, backend):
+def test_recorded_mac_plan_compiles_per_torch_version_and_names_deepspeeds_mps_accelerator(monkeypatch, build, backend,
+                                                                                           builtin_plugins_only):
     """A recorded Apple-silicon Mac (macOS 14.5; MPS available) through the real plan, and the lifecycle answer."""
     from ezpz.builtin import mps
     from ezpz.plugin_host.calls import Hooks
