@@ -41,7 +41,7 @@ unset PYTHONHOME PYTHONPATH
 PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-tpu plugins/ezpz-example-hpu plugins/ezpz-example-emu)
 present=()
 for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
-TOOLS=(pytest hypothesis pytest-timeout "import-linter==2.16" "mypy==2.4.1")
+TOOLS=(pytest hypothesis pytest-timeout "pytest-xdist==3.8.0" "import-linter==2.16" "mypy==2.4.1")
 # The docs site (mkdocs.yml): the material theme, and mkdocstrings for the API reference (docs/api.md).
 DOCS=("mkdocs==1.6.1" "mkdocs-material==9.8.1" "mkdocstrings[python]==1.0.8" "mkdocstrings-python==2.0.11")
 
@@ -78,7 +78,8 @@ fi
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   # The import contracts in pyproject.toml: layers, launch detection apart from launch driving, no core -> original.
   run $PY -c "from importlinter.cli import lint_imports_command; lint_imports_command()"
-  run $PY -m pytest tests -q -ra
+  run $PY -m pytest tests -q -ra -n 2 --dist loadgroup
+  run env PY="$PY" bash scripts/standin-suite.sh  # the core suite again, on a stand-in for a one-GPU host
   for p in "${present[@]}"; do
     run $PY -m pytest "$p/tests" -q -ra
   done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -9,6 +10,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -23,11 +26,103 @@ _LEAKY_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_R
                 "TORCH_DEVICE", "TORCH_BACKEND", "HOSTFILE")
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """The current environment without launcher/ezpz variables, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not (k.startswith(_LEAKY_PREFIXES) or k in _LEAKY_NAMES)}
-    env.update(extra)
+# -- the CPU pin: tests that are not about device choice run on the CPU on purpose -------------------------
+#
+# On a host with an accelerator (or with the one-GPU stand-in of tests/plugins/one-gpu-standin installed, as
+# scripts/standin-suite.sh does), its plugin outranks the cpu: setup() and plan() would pick it, and a test
+# starting 2-4 local ranks would put them on one device, which ezpz rightly refuses. So one pin, EZPZ_DEVICE=cpu,
+# reaches everything a test runs: this process's environment (setup(), plan() without environ), every
+# environment clean_env() builds (subprocesses, torchrun and mpiexec ranks inherit it), and plan(environ=...)
+# calls made in-process with an environment of the test's own. A test that names a device variable itself keeps
+# its own. Tests about device choice are marked ``device_choice``: no pin anywhere, and they feed recorded facts.
+
+#: The variable the pin sets, and every variable that names a device (a test naming one keeps its own).
+CPU_PIN = ("EZPZ_DEVICE", "cpu")
+_DEVICE_VARS = ("EZPZ_DEVICE", "TORCH_DEVICE")
+
+
+def pinned(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` plus the CPU pin, unless the pin is off for this test or ``environ`` names a device itself."""
+    env = dict(environ)
+    name, value = CPU_PIN
+    if os.environ.get(name) == value and not any(v in env for v in _DEVICE_VARS):
+        env[name] = value
     return env
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The current environment without launcher/ezpz variables, plus ``extra``, plus the CPU pin.
+
+    A ``PYTHONPATH`` in ``extra`` goes before the inherited one (packages installed through PYTHONPATH stay
+    importable in the child).
+    """
+    env = {k: v for k, v in os.environ.items() if not (k.startswith(_LEAKY_PREFIXES) or k in _LEAKY_NAMES)}
+    if "PYTHONPATH" in extra and env.get("PYTHONPATH"):
+        extra = {**extra, "PYTHONPATH": os.pathsep.join([extra["PYTHONPATH"], env["PYTHONPATH"]])}
+    env.update(extra)
+    return pinned(env)
+
+
+def unset_env(monkeypatch: pytest.MonkeyPatch, names: Iterable[str]) -> None:
+    """Remove ``names`` from ``os.environ`` for this test, except the CPU pin (see above) where it is on."""
+    name, value = CPU_PIN
+    for key in names:
+        if not (key == name and os.environ.get(key) == value):
+            monkeypatch.delenv(key, raising=False)
+
+
+def unset_launch_env(monkeypatch: pytest.MonkeyPatch, *more: str) -> None:
+    """Remove every launcher/ezpz variable :func:`clean_env` leaves out (and ``more``) from ``os.environ``, pin kept."""
+    unset_env(monkeypatch, [k for k in os.environ if k.startswith(_LEAKY_PREFIXES) or k in _LEAKY_NAMES or k in more])
+
+
+@pytest.fixture
+def builtin_plugins_only() -> Iterator[None]:
+    """In this process, setup() and plan() see only ezpz's built-in plugins: a host whose one device is its CPU.
+
+    For ``device_choice`` tests that need a host without an accelerator: whatever this machine has or has
+    installed (a GPU and its plugin, the one-GPU stand-in), the choice rests on the cpu plugin's facts.
+    """
+    import ezpz.hooks
+    from ezpz.inputs.settings import PluginSettings
+    from ezpz.plugin_host.host import PluginHost
+
+    host = PluginHost(PluginSettings(allow=frozenset()))  # an empty allow-list: the built-ins only
+    host.discover()
+    with ezpz.hooks.using_plugin_host(host):
+        try:
+            yield
+        finally:
+            ezpz.hooks.teardown()  # the block is left with no live runtime
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "device_choice: about which device ezpz picks: runs without the CPU pin and feeds recorded facts")
+    name, value = CPU_PIN
+    os.environ[name] = value  # before any test: this process and every child it starts
+
+
+@pytest.fixture(autouse=True)
+def _cpu_pin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CPU pin for this test (see above), or none for a ``device_choice`` test."""
+    if request.node.get_closest_marker("device_choice") is not None:
+        for name in _DEVICE_VARS:
+            monkeypatch.delenv(name, raising=False)
+        yield
+        return
+    import ezpz.hooks
+
+    real_plan = ezpz.hooks.plan
+
+    @functools.wraps(real_plan)
+    def plan_on_the_cpu(*, environ: Mapping[str, str] | None = None, device: str | None = None, **kw):  # type: ignore[no-untyped-def]
+        if environ is not None and device is None:
+            environ = pinned(environ)
+        return real_plan(environ=environ, device=device, **kw)
+
+    monkeypatch.setattr(ezpz.hooks, "plan", plan_on_the_cpu)
+    yield
 
 
 #: The docs toolchain (mkdocs.yml): module -> the pinned distribution that provides it (as in scripts/test.sh).
@@ -46,13 +141,59 @@ def need_docs_toolchain() -> None:
 
 
 def need_tool(name: str) -> str:
-    """Path of a launcher; skipped locally when missing, a failure in CI (a skipped launcher test hides a bug)."""
+    """Path of a launcher; skipped locally when missing or unusable, a failure in CI (a skip there hides a bug).
+
+    An ``mpiexec`` must also start one process here (:func:`mpiexec_unusable`): on a host without an ssh/rsh
+    agent, Open MPI's is on PATH but exits 243 before starting anything.
+    """
     path = shutil.which(name)
     if path is None:
         if IN_CI:
             pytest.fail(f"{name} is required in CI (.ci/run installs it) but is not on PATH")
         pytest.skip(f"{name} not installed (apt-get install openmpi-bin)")
+    if os.path.basename(name).startswith("mpiexec"):
+        why = mpiexec_unusable(os.path.realpath(path))
+        if why is not None:
+            if IN_CI:
+                pytest.fail(f"{name} is required to run in CI but cannot: {why}")
+            pytest.skip(f"{name} is on PATH ({path}) but cannot run here: {why}")
     return path
+
+
+@functools.lru_cache(maxsize=None)
+def mpiexec_unusable(path: str) -> str | None:
+    """Why ``<path> -n 1 true`` fails here, or None when it works; run once per launcher and test process."""
+    from ezpz.probes.launcher_tools import mpi_flavor
+
+    openmpi = mpi_flavor(path) == "openmpi"
+    cmd = [path, *(["--allow-run-as-root", "--oversubscribe"] if openmpi else []), "-n", "1", "true"]
+    said = " ".join(cmd)
+    try:
+        done = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        return f"`{said}` did not finish within 60 s"
+    except OSError as err:
+        return f"`{said}` could not start: {err}"
+    if done.returncode == 0:
+        return None
+    lines = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip().strip("-")]
+    return f"`{said}` exited {done.returncode}: {' / '.join(lines[:4])[:400]}"
+
+
+def pip_install_target(target: Path, *projects: Path | str, upgrade: bool = False, timeout: float = 300) -> None:
+    """``pip install --target target`` of local ``projects``, each built from a private copy.
+
+    pip builds a local project in its own tree (``build/``, ``*.egg-info``): two pytest-xdist workers building
+    the same tree at once would race, so each build gets a copy of its own, beside ``target``.
+    """
+    copies = []
+    for project in map(Path, projects):
+        copy = Path(tempfile.mkdtemp(prefix="src-", dir=target.parent)) / project.name
+        shutil.copytree(project, copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        copies.append(str(copy))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    *(["--upgrade"] if upgrade else []), "--target", str(target), *copies],
+                   check=True, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="session")
@@ -63,11 +204,7 @@ def test_plugins_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocesses see them through PYTHONPATH.
     """
     target = tmp_path_factory.mktemp("ezpz-test-plugins")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
-         *map(str, TEST_PLUGINS)],
-        check=True, capture_output=True, text=True,
-    )
+    pip_install_target(target, *TEST_PLUGINS)
     return target
 
 

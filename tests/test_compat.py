@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 import ezpz
 import ezpz.original.compat as compat
-from conftest import _LEAKY_NAMES, _LEAKY_PREFIXES, clean_env, need_tool, rank_rows
+from conftest import clean_env, need_tool, rank_rows, unset_launch_env
 from ezpz.errors import ConfigError, SetupError, UnavailableError
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "original_ezpz_script.py")
@@ -34,9 +34,7 @@ def free_port() -> int:
 @pytest.fixture(autouse=True)
 def plain_env(monkeypatch: pytest.MonkeyPatch):
     """No launcher or ezpz variables in os.environ; compat's caches and env writes undone afterwards."""
-    for key in list(os.environ):
-        if key.startswith(_LEAKY_PREFIXES) or key in _LEAKY_NAMES or key in ("TORCH_DDP_TIMEOUT", "PYTHONHASHSEED"):
-            monkeypatch.delenv(key)
+    unset_launch_env(monkeypatch, "TORCH_DDP_TIMEOUT", "PYTHONHASHSEED")  # the CPU pin stays (conftest)
     yield monkeypatch
     compat.cleanup()
 

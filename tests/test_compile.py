@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import ezpz
-from conftest import clean_env
+from conftest import clean_env, unset_env
 from ezpz.builtin.cxx import CxxFacts, cpu_compile_options, probe_cxx
 from ezpz.builtin.mps import mps_compile_options
 from ezpz.compiling import CompileOption, CompilePolicy, apply_compile_request, choose_compile, parse_compile_request
@@ -35,9 +35,8 @@ MSVC = CxxFacts(compiler="cl", platform="win32", path="C:/VS/cl.exe", version="M
 
 @pytest.fixture
 def env(monkeypatch):
-    for name in ("EZPZ_DEVICE", "EZPZ_PRECISION", "EZPZ_COMPILE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                 "MASTER_PORT", "TORCHELASTIC_RUN_ID", "DS_ACCELERATOR"):
-        monkeypatch.delenv(name, raising=False)
+    unset_env(monkeypatch, ("EZPZ_DEVICE", "EZPZ_PRECISION", "EZPZ_COMPILE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                            "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "DS_ACCELERATOR"))  # pin stays
     yield monkeypatch
     ezpz.hooks.teardown()
 
@@ -188,8 +187,10 @@ def test_import_ezpz_loads_no_compile_or_deepspeed_module():
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
+@pytest.mark.device_choice  # a recorded Mac: MPS and the built-ins, not this host's plugins (a GPU's would win)
 @pytest.mark.parametrize(("build", "backend"), [(TORCH_2_7_MAC, "aot_eager"), (TORCH_2_8_MAC, "inductor")])
-def test_recorded_mac_plan_compiles_per_torch_version_and_names_deepspeeds_mps_accelerator(monkeypatch, build, backend):
+def test_recorded_mac_plan_compiles_per_torch_version_and_names_deepspeeds_mps_accelerator(monkeypatch, build, backend,
+                                                                                           builtin_plugins_only):
     """A recorded Apple-silicon Mac (macOS 14.5; MPS available) through the real plan, and the lifecycle answer."""
     from ezpz.builtin import mps
     from ezpz.plugin_host.calls import Hooks

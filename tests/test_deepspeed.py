@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import ezpz
-from conftest import clean_env, rank_rows
+from conftest import clean_env, rank_rows, unset_env
 from ezpz.builtin.cpu import CpuFacts, cpu_precision_options
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.runtime.deepspeed import precision_sections
@@ -98,9 +98,8 @@ def test_base_must_be_a_dict():
 
 @pytest.fixture
 def single(monkeypatch):
-    for name in ("EZPZ_DEVICE", "EZPZ_PRECISION", "EZPZ_COMPILE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                 "MASTER_PORT", "TORCHELASTIC_RUN_ID", "DS_ACCELERATOR"):
-        monkeypatch.delenv(name, raising=False)
+    unset_env(monkeypatch, ("EZPZ_DEVICE", "EZPZ_PRECISION", "EZPZ_COMPILE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                            "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "DS_ACCELERATOR"))  # pin stays
     yield monkeypatch
     ezpz.hooks.teardown()
 

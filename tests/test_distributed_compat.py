@@ -15,7 +15,7 @@ import torch.distributed as dist
 import ezpz
 import ezpz.original.compat as compat
 import ezpz.distributed as ed
-from conftest import _LEAKY_NAMES, _LEAKY_PREFIXES
+from conftest import unset_launch_env
 from ezpz.original import memory
 from ezpz.errors import ConfigError, LaunchEnvError, UnavailableError
 
@@ -29,9 +29,7 @@ ORIGINAL_DIST_INFO_KEYS = {
 
 @pytest.fixture(autouse=True)
 def plain_env(monkeypatch: pytest.MonkeyPatch, tmp_path):
-    for key in list(os.environ):
-        if key.startswith(_LEAKY_PREFIXES) or key in _LEAKY_NAMES or key in ("TORCH_DDP_TIMEOUT", "PYTHONHASHSEED"):
-            monkeypatch.delenv(key)
+    unset_launch_env(monkeypatch, "TORCH_DDP_TIMEOUT", "PYTHONHASHSEED")  # the CPU pin stays (conftest)
     monkeypatch.chdir(tmp_path)
     yield monkeypatch
     compat.cleanup()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env, last_json
+from conftest import ROOT, clean_env, last_json, pip_install_target
 from ezpz.plugin_host import ep_cache
 from ezpz.plugin_host.host import PluginHost
 from ezpz.inputs.settings import PluginSettings
@@ -243,9 +243,7 @@ def _child(target: Path, xdg: Path, **env: str) -> dict:
 
 
 def _pip_install(target: Path, *projects: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--upgrade",
-                    "--target", str(target), *(str(ROOT / "tests" / "plugins" / p) for p in projects)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    pip_install_target(target, *(ROOT / "tests" / "plugins" / p for p in projects), upgrade=True)
 
 
 def test_a_real_pip_install_and_removal_are_seen_through_the_index(tmp_path):

@@ -8,13 +8,11 @@ Ctrl-C is a quarantine; a hook that never returns meets a deadline
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env, last_json, run_python
+from conftest import ROOT, clean_env, last_json, pip_install_target, run_python
 from test_cli_support import ezpz
 
 HOSTILE = sorted((ROOT / "tests" / "hostile_plugins").glob("ezpz-test-*"))
@@ -37,11 +35,7 @@ print(json.dumps(out))
 def hostile_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The hostile plugin packages, pip-installed into a private dir (never into the shared environment)."""
     target = tmp_path_factory.mktemp("ezpz-hostile-plugins")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
-         *map(str, HOSTILE)],
-        check=True, capture_output=True, text=True,
-    )
+    pip_install_target(target, *HOSTILE)
     return target
 
 

@@ -54,14 +54,16 @@ def test_without_retries_the_watchdog_exits_124(tmp_path):
     proc = launch("-n", "2", "--timeout", "5", "--job-dir", "job", "--", PY, JOB, "hang-once", cwd=tmp_path)
     assert proc.returncode == 124, proc.stderr
     assert [v["status"] for v in verdicts(tmp_path / "job")] == [124]
-    assert not [p for p in _job_pids("hang-once")], "the watchdog left a rank behind"
+    assert not [p for p in _job_pids("hang-once", tmp_path)], "the watchdog left a rank behind"
 
 
-def _job_pids(mode: str) -> list[int]:
+def _job_pids(mode: str, cwd: Path) -> list[int]:
+    """Processes running the job script in ``mode`` from ``cwd``: this test's job only, not another test's."""
     out = []
     for d in Path("/proc").glob("[0-9]*"):
         try:
-            if JOB.encode() in (d / "cmdline").read_bytes() and mode.encode() in (d / "cmdline").read_bytes():
+            cmdline = (d / "cmdline").read_bytes()
+            if JOB.encode() in cmdline and mode.encode() in cmdline and Path(os.readlink(d / "cwd")) == cwd.resolve():
                 out.append(int(d.name))
         except OSError:
             pass
@@ -118,6 +120,15 @@ def _wait_ready(p: subprocess.Popen, ranks: int, timeout: float = 120) -> list[i
     return pids
 
 
+def _launch_id_of(pid: int) -> str:
+    """The launch id ``ezpz launch`` marked process ``pid`` with (the marker ``ezpz kill`` finds it by)."""
+    from ezpz.launch_drivers.marked import marked_processes
+
+    found = [p.launch_id for p in marked_processes() if p.pid == pid]
+    assert found, f"process {pid} carries no launch marker"
+    return found[0]
+
+
 def test_kill_dry_run_lists_exactly_the_job_and_kill_stops_it(tmp_path):
     need_tool("torchrun")
     launcher = subprocess.Popen([PY, "-m", "ezpz", "launch", "-n", "2", "--", PY, JOB, "sleep"], env=clean_env(),
@@ -126,8 +137,10 @@ def test_kill_dry_run_lists_exactly_the_job_and_kill_stops_it(tmp_path):
     bystander = subprocess.Popen([PY, JOB, "sleep"], env=clean_env(), stdout=subprocess.PIPE, text=True)
     try:
         ranks = _wait_ready(launcher, 2)
-        listed = subprocess.run([PY, "-m", "ezpz", "kill", "--dry-run"], env=clean_env(), capture_output=True,
-                                text=True, timeout=60)
+        # only this test's launch (--id): other tests may run launches of the same user beside this one
+        launch_id = _launch_id_of(ranks[0])
+        listed = subprocess.run([PY, "-m", "ezpz", "kill", "--dry-run", "--id", launch_id], env=clean_env(),
+                                capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0, listed.stderr
         pids = {int(line.split()[0]) for line in listed.stdout.splitlines()[1:]}
         torchrun = {int(x) for x in subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True,
@@ -136,8 +149,8 @@ def test_kill_dry_run_lists_exactly_the_job_and_kill_stops_it(tmp_path):
         assert bystander.pid not in pids
         print(f"\nezpz kill --dry-run listed {len(pids)} processes: 2 ranks, torchrun, ezpz launch; "
               f"bystander {bystander.pid} not listed")
-        killed = subprocess.run([PY, "-m", "ezpz", "kill"], env=clean_env(), capture_output=True, text=True,
-                                timeout=60)
+        killed = subprocess.run([PY, "-m", "ezpz", "kill", "--id", launch_id], env=clean_env(), capture_output=True,
+                                text=True, timeout=60)
         assert killed.returncode == 0, killed.stderr
         launcher.wait(timeout=60)
         assert launcher.returncode != 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env, last_json, run_python
+from conftest import ROOT, clean_env, last_json, pip_install_target, run_python
 
 SQUATTER = ROOT / "tests" / "plugins" / "squatters" / "acme-fast-cpu"
 
@@ -38,8 +38,7 @@ print(json.dumps(out))
 def squat_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The squatting distribution, really pip-installed (own .dist-info, real entry points) into a private dir."""
     target = tmp_path_factory.mktemp("squatter")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
-                    str(target), str(SQUATTER)], check=True, capture_output=True, text=True)
+    pip_install_target(target, SQUATTER)
     assert list(target.glob("acme_fast_cpu-6.6.6.dist-info"))
     return target
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, pip_install_target
 from ezpz.decisions import Decision
 from ezpz.decisions import Explanation
 from ezpz.primitives.redact import REDACTED, ScrubFilter, is_secret, redacted_names, scrub, scrub_data
@@ -105,8 +105,7 @@ print(json.dumps(rt.explain().to_dict()))
 @pytest.fixture(scope="module")
 def leaky_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("leaky")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
-                    str(target), str(LEAKY)], check=True, capture_output=True, text=True)
+    pip_install_target(target, LEAKY)
     return target
 
 

@@ -31,8 +31,11 @@ HERE = Path(__file__).parent
 ALLREDUCE = str(HERE / "scripts" / "allreduce_check.py")
 CYCLES = str(HERE / "scripts" / "cycles_check.py")
 TIMEOUT_S = 3
+# plan() first: the clock then times the rendezvous, not cold imports and probes (seconds on a loaded machine,
+# e.g. beside another pytest-xdist worker)
 TIMED_SETUP = """
 import json, sys, time, ezpz
+ezpz.hooks.plan()
 t = time.monotonic()
 try:
     ezpz.hooks.setup()

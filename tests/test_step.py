@@ -13,6 +13,8 @@ from ezpz.runtime import Runtime
 from ezpz.steps.clock import StepClock
 from ezpz.testing import check_plugin, make_host, make_plan, recorded_build
 
+from conftest import unset_env
+
 
 def _lazy_cpu_plugin(marks: list[str], answer: object = None, *, any_device: bool = False) -> types.ModuleType:
     """A plugin that claims cpu is lazy: its step boundary appends to ``marks`` (or it returns ``answer``)."""
@@ -91,8 +93,7 @@ def test_conformance_fails_a_step_boundary_for_a_device_the_plugin_did_not_offer
 def test_real_setup_steps(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import ezpz
 
-    for name in ("EZPZ_DEVICE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
-        monkeypatch.delenv(name, raising=False)
+    unset_env(monkeypatch, ("EZPZ_DEVICE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"))  # pin stays
     rt = ezpz.hooks.setup()
     try:
         assert rt.step() == 1 and rt.step() == 2

@@ -53,6 +53,7 @@ _WHY_NOT = cannot_make_namespaces()
 
 
 @pytest.mark.netns
+@pytest.mark.xdist_group("netns")  # beside the other multi-node jobs, never at the same time (test_netns_failover.py)
 @pytest.mark.skipif(_WHY_NOT is not None, reason=_WHY_NOT or "")
 def test_replace_stragglers_ends_excludes_and_replaces_the_slow_node_by_the_spare(tmp_path):
     """4 network-namespace nodes (3 active + 1 spare), one rank per node; the second node is slow."""

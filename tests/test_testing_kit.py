@@ -26,6 +26,10 @@ from ezpz.testing import (
 from ezpz.testing.pytest_plugin import ezpz_host  # noqa: F401  (fixture)
 from ezpz.testing.pytest_plugin import recorded_build as recorded_build_fixture  # noqa: F401  (fixture)
 
+# The kit plans with a host of its own (the built-ins and the plugin under test), and its checks need that
+# plugin's device chosen: no CPU pin here (tests/conftest.py), and nothing of this host's plugins is used.
+pytestmark = pytest.mark.device_choice
+
 HEADER = '''
 from ezpz import hookimpl
 from ezpz.decisions import AmpPolicy, BackendChoice, PrecisionOption, ProfilingSupport

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, pip_install_target
 
 NIMBUS = ROOT / "tests" / "plugins" / "nimbus" / "ezpz-test-nimbus"
 
@@ -27,8 +27,7 @@ print(json.dumps({"device": str(rt.device), "backend": rt.backend,
 @pytest.fixture(scope="module")
 def nimbus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("nimbus")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
-                    str(target), str(NIMBUS)], check=True, capture_output=True, text=True)
+    pip_install_target(target, NIMBUS)
     return target
 
 

@@ -211,6 +211,8 @@ def test_ezpz_doctor_on_the_installed_package(installed):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ezpz-example-hpu 1.0.0  requires ezpz<2,>=1.0: ok" in proc.stdout
     assert "not hpu [example-hpu]: habana: habana_frameworks not installed" in proc.stdout
-    simulated = _run(work, py, {**env, "EZPZ_EXAMPLE_HPU_SIMULATE": "2"}, "-m", "ezpz", "doctor")
+    # the tutorial's plugin against the cpu only: neither the CPU pin (conftest) nor this host's accelerator plugins
+    alone = {**{k: v for k, v in env.items() if k != "EZPZ_DEVICE"}, "EZPZ_PLUGINS": "example-hpu"}
+    simulated = _run(work, py, {**alone, "EZPZ_EXAMPLE_HPU_SIMULATE": "2"}, "-m", "ezpz", "doctor")
     assert simulated.returncode == 0, simulated.stdout
     assert "device: hpu:0" in simulated.stdout and "backend: gloo" in simulated.stdout

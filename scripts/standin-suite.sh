@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The core suite on a stand-in for a one-GPU host (issue 31): the suite must not depend on the host's accelerators.
+#   bash scripts/standin-suite.sh [pytest args]     # default: tests -q -ra -n 2 --dist loadgroup
+#
+# Installs tests/plugins/one-gpu-standin (the test-only plugin ezpz-standin-gpu: the emu example device at a
+# discrete accelerator's priority, one per host, never shared by two ranks) into the tests' venv, runs the core
+# suite, and removes the plugin again, whatever the suite gave (a trap), so no other suite ever sees it.
+# Called by scripts/test.sh after the normal core suite, with that venv's python as PY (default: .venv-test's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-${EZPZ_TEST_VENV:-$(pwd)/.venv-test}/bin/python}
+[ -x "$PY" ] || { echo "no python at $PY: run bash scripts/test.sh first (it makes the tests' venv)" >&2; exit 2; }
+PLUGIN=tests/plugins/one-gpu-standin
+remove() { "$PY" -m pip uninstall -q -y ezpz-standin-gpu >/dev/null 2>&1 || true; }
+trap remove EXIT
+"$PY" -m pip install -q --no-deps --no-build-isolation "$PLUGIN"
+# The plugin must really be there and win: otherwise a green suite would prove nothing.
+"$PY" - <<'PYEOF'
+import os, sys
+os.environ.pop("EZPZ_DEVICE", None); os.environ.pop("TORCH_DEVICE", None)
+import ezpz
+plan, _ = ezpz.hooks.plan()
+c = plan.device.candidate
+if (c.plugin, c.device_type, c.count, c.shared) != ("standin-gpu", "emu", 1, False):
+    sys.exit(f"the one-GPU stand-in is not what setup() would choose here: {c.label}, count {c.count}, shared {c.shared}")
+print(f"stand-in active: setup() here would choose {c.label}: {plan.device.reason}")
+PYEOF
+if [ $# -eq 0 ]; then set -- tests -q -ra -n 2 --dist loadgroup; fi
+"$PY" -m pytest "$@"
