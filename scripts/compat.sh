@@ -103,7 +103,7 @@ core_suite() {
   # PIP_CONSTRAINT=/dev/null: a machine's global pip constraints file may cap torch below this one; test.sh's
   # installs and the tests' own pip runs (a tutorial's venv that sees this torch) must not trip on it.
   PIP_CONSTRAINT=/dev/null EZPZ_TEST_VENV="$venv" EZPZ_TEST_PINS="$venv/pins.txt" \
-    bash scripts/test.sh tests -q -ra -m "not netns and not slurm" || rc=$?
+    bash scripts/test.sh tests -q -ra -n 2 --dist loadgroup -m "not netns and not slurm" || rc=$?
   echo "--- torch $torch: core suite exit $rc in $((SECONDS - start)) s"
   return $rc
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The core suite on a stand-in for a one-GPU host (issue 31): the suite must not depend on the host's accelerators.
-#   bash scripts/standin-suite.sh [pytest args]     # default: tests -q -ra -n 2 --dist loadgroup
+#   bash scripts/standin-suite.sh [pytest args]     # default: as scripts/test.sh runs tests/ (-n 2, then netns)
 #
 # Installs tests/plugins/one-gpu-standin (the test-only plugin ezpz-standin-gpu: the emu example device at a
 # discrete accelerator's priority, one per host, never shared by two ranks) into the tests' venv, runs the core
@@ -25,5 +25,11 @@ if (c.plugin, c.device_type, c.count, c.shared) != ("standin-gpu", "emu", 1, Fal
     sys.exit(f"the one-GPU stand-in is not what setup() would choose here: {c.label}, count {c.count}, shared {c.shared}")
 print(f"stand-in active: setup() here would choose {c.label}: {plan.device.reason}")
 PYEOF
-if [ $# -eq 0 ]; then set -- tests -q -ra -n 2 --dist loadgroup; fi
-"$PY" -m pytest "$@"
+if [ $# -gt 0 ]; then
+  "$PY" -m pytest "$@"
+else  # as scripts/test.sh runs the core suite: two workers, then the network-namespace nodes one at a time
+  rc=0
+  "$PY" -m pytest tests -q -ra -n 2 --dist loadgroup -m "not netns" || rc=$?
+  "$PY" -m pytest tests -q -ra -m netns || rc=$((rc ? rc : $?))
+  exit $rc
+fi
