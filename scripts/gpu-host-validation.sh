@@ -9,7 +9,8 @@
 # hjson/pydantic). Its image's Python holds torch; the venv sees that site-packages through a .pth file, so the
 # venv's own packages come first and torch is the machine's own build.
 #   KIT=.devkit OUT=/tmp/out bash scripts/gpu-host-validation.sh
-# Logs and reports go to $OUT (one file per step); the exit status is the number of steps that failed.
+#   STEPS="core-suite" TESTS="tests/test_a.py" KIT=.devkit bash scripts/gpu-host-validation.sh   # rerun a part
+# Logs and reports go to $OUT (machine.txt, one log per step, the gpu-check JSON report: 8 files); the exit status is the number of steps that failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KIT=${KIT:-.devkit}
@@ -57,14 +58,18 @@ for tool in torchrun; do
 done
 export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"
 PY="$VENV/bin/python"
-"$PY" -m pip check 2>&1 | tail -n 5 | tee "$OUT/pip-check.txt"
+"$PY" -m pip check 2>&1 | tail -n 5 | tee -a "$OUT/machine.txt"
 "$PY" -m pip list 2>/dev/null | grep -iE '^(ezpz|torch |deepspeed|pluggy|stevedore|structlog|attrs|pytest)' | tee -a "$OUT/machine.txt"
 
-step gpu-check env PYTHON="$PY" OUT="$OUT" bash scripts/gpu-check.sh
-step doctor ezpz doctor
-step main-job "$PY" -m ezpz.examples.train
-step main-job-torchrun torchrun --standalone --nproc-per-node 1 -m ezpz.examples.train
-step core-suite "$PY" -m pytest tests -q -ra -p no:cacheprovider -n "$WORKERS" --dist loadgroup -m "not netns"
-step cuda-suite "$PY" -m pytest plugins/ezpz-cuda/tests -q -ra -p no:cacheprovider
+STEPS=${STEPS:-gpu-check doctor main-job main-job-torchrun core-suite cuda-suite}  # a subset, to rerun one
+TESTS=${TESTS:-tests}  # the core suite's selection, to rerun what failed (TESTS="tests/test_a.py tests/test_b.py")
+wanted() { [[ " $STEPS " == *" $1 "* ]]; }
+wanted gpu-check && step gpu-check env PYTHON="$PY" OUT="$OUT" bash scripts/gpu-check.sh
+wanted doctor && step doctor ezpz doctor
+wanted main-job && step main-job "$PY" -m ezpz.examples.train
+wanted main-job-torchrun && step main-job-torchrun torchrun --standalone --nproc-per-node 1 -m ezpz.examples.train
+# shellcheck disable=SC2086  # TESTS is a list of paths
+wanted core-suite && step core-suite "$PY" -m pytest $TESTS -q -ra -p no:cacheprovider -n "$WORKERS" --dist loadgroup -m "not netns"
+wanted cuda-suite && step cuda-suite "$PY" -m pytest plugins/ezpz-cuda/tests -q -ra -p no:cacheprovider
 echo "steps failed: $failed"
 exit "$failed"

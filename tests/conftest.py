@@ -180,6 +180,30 @@ def mpiexec_unusable(path: str) -> str | None:
     return f"`{said}` exited {done.returncode}: {' / '.join(lines[:4])[:400]}"
 
 
+@functools.lru_cache(maxsize=None)
+def package_index_unreachable() -> str | None:
+    """Why pip cannot resolve from its package index here (an offline GPU host, say), or None when it can."""
+    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--no-deps", "--ignore-installed",
+           "--retries", "0", "--timeout", "15", "setuptools"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        return "`pip install --dry-run setuptools` did not finish within 120 s"
+    if done.returncode == 0:
+        return None
+    lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+    return f"`pip install --dry-run setuptools` exited {done.returncode}: {(lines or ['no output'])[-1][:300]}"
+
+
+def need_package_index() -> None:
+    """Skip (fail in CI) unless pip reaches its package index: tests that install as a user would need it."""
+    why = package_index_unreachable()
+    if why is not None:
+        if IN_CI:
+            pytest.fail(f"the package index is required in CI but pip cannot reach it: {why}")
+        pytest.skip(f"no package index reachable: {why}")
+
+
 def pip_install_target(target: Path, *projects: Path | str, upgrade: bool = False, timeout: float = 300) -> None:
     """``pip install --target target`` of local ``projects``, each built from a private copy.
 

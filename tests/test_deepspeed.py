@@ -128,9 +128,13 @@ def test_a_user_set_ds_accelerator_wins_and_the_lifecycle_decision_says_so(singl
 
 @needs_deepspeed
 def test_without_ezpz_deepspeed_guesses_and_warns():
-    """The control: the warning the ZeRO runs below must not print does print when DeepSpeed guesses."""
+    """The control: the warning the ZeRO runs below must not print does print when DeepSpeed guesses.
+
+    DeepSpeed guesses where torch sees no GPU: the child sees none on any host (on the H200, with its GPU visible,
+    DeepSpeed found CUDA by itself and printed no warning; ../shared/hardware and docs/hardware-validation.md).
+    """
     code = "from deepspeed.accelerator import get_accelerator; print(get_accelerator().device_name())"
-    env = clean_env()
+    env = clean_env(CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="", ROCR_VISIBLE_DEVICES="")
     env.pop("DS_ACCELERATOR", None)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
