@@ -35,7 +35,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PACKAGES", "CoreFinder", "install", "uninstall"]
+__all__ = ["PACKAGES", "CoreFinder", "install"]
 
 PACKAGES = frozenset({
     "builtin", "cli", "examples", "failures", "inputs", "integrations", "launch_drivers", "launch_env", "original",
@@ -74,7 +74,8 @@ class CoreFinder:
         parent_dir = os.path.join(self.root, *parts[:-1])
         if path is not None and list(path) != [parent_dir]:  # the parent package is not ours as we laid it out
             return None
-        if relative in self.packages:
+        package = relative in self.packages
+        if package:
             file = os.path.join(parent_dir, parts[-1], "__init__.py")
         else:
             file = os.path.join(parent_dir, parts[-1] + ".py")
@@ -83,7 +84,7 @@ class CoreFinder:
         except OSError:
             return None  # not where ezpz's layout puts it: Python's own finders decide
         loader = _StatedSourceLoader(fullname, file, stat)
-        locations = [os.path.dirname(file)] if relative in self.packages else None
+        locations = [os.path.dirname(file)] if package else None
         return importlib.util.spec_from_file_location(fullname, file, loader=loader,
                                                       submodule_search_locations=locations)
 
@@ -114,8 +115,3 @@ def install(spec: ModuleSpec | None) -> CoreFinder | None:
                     len(sys.meta_path))
     sys.meta_path.insert(position, finder)
     return finder
-
-
-def uninstall() -> None:
-    """Remove every :class:`CoreFinder` (modules already imported stay)."""
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, CoreFinder)]
