@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -130,14 +131,24 @@ DOCS_TOOLS = {"mkdocs": "mkdocs==1.6.1", "material": "mkdocs-material==9.8.1", "
               "mkdocstrings_handlers.python": "mkdocstrings-python==2.0.11"}
 
 
+def skip_or_fail_in_ci(skip_reason: str, ci_reason: str) -> NoReturn:
+    """Skip the test saying ``skip_reason``; under CI fail it saying ``ci_reason`` instead.
+
+    CI installs every tool, package and service the suite needs (.ci/run, scripts/test.sh), so a skip there
+    would hide a broken install.
+    """
+    if IN_CI:
+        pytest.fail(ci_reason)
+    pytest.skip(skip_reason)
+
+
 def need_docs_toolchain() -> None:
     """Skip (fail in CI) unless the docs toolchain of mkdocs.yml is importable."""
     missing = [dist for module, dist in DOCS_TOOLS.items() if importlib.util.find_spec(module.split(".")[0]) is None
                or importlib.util.find_spec(module) is None]
     if missing:
-        if IN_CI:
-            pytest.fail(f"the docs toolchain is required in CI (scripts/test.sh installs it) but {missing} is missing")
-        pytest.skip(f"docs toolchain not installed: pip install {' '.join(repr(m) for m in missing)}")
+        skip_or_fail_in_ci(f"docs toolchain not installed: pip install {' '.join(repr(m) for m in missing)}",
+                           f"the docs toolchain is required in CI (scripts/test.sh installs it) but {missing} is missing")
 
 
 def need_tool(name: str) -> str:
@@ -148,15 +159,13 @@ def need_tool(name: str) -> str:
     """
     path = shutil.which(name)
     if path is None:
-        if IN_CI:
-            pytest.fail(f"{name} is required in CI (.ci/run installs it) but is not on PATH")
-        pytest.skip(f"{name} not installed (apt-get install openmpi-bin)")
+        skip_or_fail_in_ci(f"{name} not installed (apt-get install openmpi-bin)",
+                           f"{name} is required in CI (.ci/run installs it) but is not on PATH")
     if os.path.basename(name).startswith("mpiexec"):
         why = mpiexec_unusable(os.path.realpath(path))
         if why is not None:
-            if IN_CI:
-                pytest.fail(f"{name} is required to run in CI but cannot: {why}")
-            pytest.skip(f"{name} is on PATH ({path}) but cannot run here: {why}")
+            skip_or_fail_in_ci(f"{name} is on PATH ({path}) but cannot run here: {why}",
+                               f"{name} is required to run in CI but cannot: {why}")
     return path
 
 
@@ -199,9 +208,8 @@ def need_package_index() -> None:
     """Skip (fail in CI) unless pip reaches its package index: tests that install as a user would need it."""
     why = package_index_unreachable()
     if why is not None:
-        if IN_CI:
-            pytest.fail(f"the package index is required in CI but pip cannot reach it: {why}")
-        pytest.skip(f"no package index reachable: {why}")
+        skip_or_fail_in_ci(f"no package index reachable: {why}",
+                           f"the package index is required in CI but pip cannot reach it: {why}")
 
 
 def pip_install_target(target: Path, *projects: Path | str, upgrade: bool = False, timeout: float = 300) -> None:

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from conftest import IN_CI, clean_env, run_python
+from conftest import clean_env, run_python, skip_or_fail_in_ci
 
 VENDOR_MODULES = {
     "cuda": ("ezpz_cuda.facts", "ezpz_cuda.policy", "ezpz_cuda.probe"),
@@ -116,9 +116,8 @@ def test_an_installed_third_party_plugin_costs_the_cpu_setup_only_its_question(t
     installed = {name for name, (package, _) in THIRD_PARTY_ASKED.items()
                  if importlib.util.find_spec(package) is not None}
     if not installed:
-        if IN_CI:
-            pytest.fail("scripts/test.sh installs example-emu, example-hpu and tpu in CI, but none is installed")
-        pytest.skip("none of example-emu, example-hpu, tpu is installed here (scripts/test.sh installs them)")
+        skip_or_fail_in_ci("none of example-emu, example-hpu, tpu is installed here (scripts/test.sh installs them)",
+                           "scripts/test.sh installs example-emu, example-hpu and tpu in CI, but none is installed")
     both = _setup_witness(**cache)
     assert both["device"] == alone["device"] == "cpu"
     allowed = set()

@@ -9,7 +9,7 @@ import pytest
 
 import ezpz
 import test_launch_env
-from conftest import IN_CI
+from conftest import skip_or_fail_in_ci
 from ezpz.errors import ConfigError
 from ezpz.facts import TorchBuild
 from ezpz.integrations.lightning import FABRIC_PRECISION, fabric_precision
@@ -21,9 +21,8 @@ PALS = {**test_launch_env.PALS, "MASTER_ADDR": "x1000c0s0b0n0", "EZPZ_DEVICE": "
 
 def _need_lightning() -> None:
     if importlib.util.find_spec("lightning") is None:
-        if IN_CI:
-            pytest.fail("lightning is required in CI (scripts/test.sh installs ezpz[lightning])")
-        pytest.skip("lightning not installed (pip install -c constraints.txt -e '.[lightning]')")
+        skip_or_fail_in_ci("lightning not installed (pip install -c constraints.txt -e '.[lightning]')",
+                           "lightning is required in CI (scripts/test.sh installs ezpz[lightning])")
 
 
 @pytest.mark.parametrize(("dtype", "autocast", "flag"), [("bf16", True, "bf16-mixed"), ("fp16", True, "16-mixed"),

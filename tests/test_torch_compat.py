@@ -23,7 +23,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 import ezpz
-from conftest import IN_CI, ROOT, clean_env, need_tool, rank_rows
+from conftest import ROOT, clean_env, need_tool, rank_rows, skip_or_fail_in_ci
 from test_docs import portable_script
 from test_real_launchers import free_port
 
@@ -148,9 +148,8 @@ def test_a_deepspeed_zero_step_through_ezpz():
     if NO_DEEPSPEED:
         pytest.skip(NO_DEEPSPEED)
     if importlib.util.find_spec("deepspeed") is None:
-        if IN_CI:
-            pytest.fail("deepspeed is required in CI (scripts/test.sh and scripts/compat.sh install it, or record why not)")
-        pytest.skip("deepspeed is not installed (scripts/test.sh installs it)")
+        skip_or_fail_in_ci("deepspeed is not installed (scripts/test.sh installs it)",
+                           "deepspeed is required in CI (scripts/test.sh and scripts/compat.sh install it, or record why not)")
     proc = run(torchrun(str(SCRIPTS / "deepspeed_step.py"), "2"), EZPZ_PRECISION="fp32")
     assert "unable to detect" not in proc.stdout + proc.stderr  # DeepSpeed took ezpz's accelerator, did not guess
     rows = rank_rows(proc.stdout)

@@ -6,10 +6,8 @@ These run on any machine: the real Habana SDK is replaced by fake modules in
 
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.metadata
 import sys
-import types
 
 import pytest
 
@@ -20,35 +18,12 @@ from ezpz.facts import DeviceCandidate, ProbeReport
 from ezpz.testing import make_host, make_plan, recorded_build
 from ezpz_example_hpu import plugin
 from ezpz_example_hpu.plugin import SIMULATE_VAR, VISIBLE_VAR, HpuFacts
+from test_tutorial import fake_sdk  # noqa: F401  the tutorial's stand-in Habana SDK (a fixture)
 
 TORCHRUN_RANK1 = {  # what torchrun --nproc-per-node 2 gives its second worker
     "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0",
     "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "hpu-test",
 }
-
-
-def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: object) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
-    module.__dict__.update(attrs)
-    monkeypatch.setitem(sys.modules, name, module)
-    return module
-
-
-@pytest.fixture
-def fake_sdk(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """A stand-in Habana SDK with 8 devices; returns the list of modules imported from it as hccl."""
-    for name in ("habana_frameworks", "habana_frameworks.torch", "habana_frameworks.torch.distributed"):
-        fake_module(monkeypatch, name)
-    fake_module(monkeypatch, "habana_frameworks.torch.hpu", is_available=lambda: True, device_count=lambda: 8,
-                get_device_name=lambda device=None: "GAUDI2")
-    fake_module(monkeypatch, plugin.HCCL_MODULE)
-    # Importing the real hccl module registers "hccl" with torch.distributed; the stand-in does the same, undone
-    # after the test (the core refuses a backend torch.distributed does not know after ezpz_before_init).
-    import torch.distributed as dist
-
-    monkeypatch.setattr(dist.Backend, "backend_list", [*dist.Backend.backend_list, "hccl"])
-    return [plugin.HCCL_MODULE]
 
 
 # -- the conformance kit ----------------------------------------------------------------------------
