@@ -151,3 +151,15 @@ def test_setup_loads_attrs_classic_namespace_only():
     """
     loaded = _loaded_after("import ezpz\nezpz.hooks.setup()", EZPZ_DISABLE_PLUGIN_AUTOLOAD="1")["modules"]
     assert "attr" in loaded and "attrs" not in loaded
+
+
+def test_a_single_process_cpu_setup_loads_only_the_modules_it_uses():
+    """Issue 44: modules a one-process CPU ``setup()`` does not use are imported where they are used.
+
+    The recompile watch (a lazy device that counts its compilations), the rendezvous store (several ranks;
+    ``this_host`` lives with the rendezvous) and the plugin kit's logger (a plugin logging about its own device).
+    Each module on the path costs every rank about six file-metadata calls (docs/performance.md).
+    """
+    loaded = _loaded_after("import ezpz\nezpz.hooks.setup()")["modules"]
+    assert {"ezpz.runtime", "ezpz.steps.boundary", "ezpz.steps.hang_watch", "ezpz.plugin_kit"} <= loaded
+    assert {"ezpz.steps.recompiles", "ezpz.launch_env.store", "ezpz.plugin_kit.logs"} & loaded == set()

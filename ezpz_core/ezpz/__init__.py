@@ -16,10 +16,6 @@ from typing import Any
 
 __version__ = "1.0.0"  # = pyproject.toml; 1.x sorts above the unrelated PyPI "ezpz" 0.1.x
 
-from ezpz.primitives import core_finder  # noqa: E402  ezpz's own modules, one stat each (docs/performance.md)
-
-core_finder.install(__spec__)
-
 from ezpz.primitives.markers import hookimpl  # noqa: E402  ``@ezpz.hookimpl`` marks a plugin's hook implementations
 
 from ezpz import hooks  # noqa: E402  (needs hookimpl defined for the built-ins)

@@ -248,7 +248,7 @@ def setup(
 def _watch_hangs(runtime: Runtime, settings: SetupSettings) -> None:
     """Start the hang watchdog on ``rt.step()``'s clock (:mod:`ezpz.steps.hang_watch`)."""
     from ezpz.steps import hang_watch
-    from ezpz.launch_env.store import this_host
+    from ezpz.launch_env.rendezvous import this_host
     from ezpz.inputs.settings import HangSettings
 
     launch = runtime.plan.launch

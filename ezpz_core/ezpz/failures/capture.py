@@ -114,7 +114,7 @@ def install(*, rank: int, world_size: int, host: str, attempt: int, directory: s
 def install_for_setup(plan: SetupPlan, settings: SetupSettings,
                       signatures: Callable[[], Sequence[FailureSignature]]) -> None:
     """:func:`install` with what ``setup()`` knows: the plan's rank and layout, the attempt, the plugins' signatures."""
-    from ezpz.launch_env.store import this_host
+    from ezpz.launch_env.rendezvous import this_host
 
     install(rank=plan.launch.rank, world_size=plan.launch.world_size, host=this_host(plan.launch),
             attempt=settings.attempt, directory=settings.failure_dir, signatures=signatures,

@@ -9,6 +9,7 @@ host of the node list or hostfile (every launcher's default placement).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 
 import attr
@@ -17,7 +18,7 @@ from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
 from ezpz.launch_env._parse import get, parse_int
 
-__all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous"]
+__all__ = ["DEFAULT_PORT", "PORT_RANGE", "derive_port", "job_identity", "launch_identity", "resolve_rendezvous", "this_host"]
 
 
 _JOB_WIDE: tuple[tuple[str, ...], ...] = (("PBS_JOBID",), ("SLURM_JOB_ID",), ("LSB_JOBID",))
@@ -192,3 +193,21 @@ def __getattr__(name: str) -> object:
 
         return getattr(ports, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def this_host(launch: LaunchEnv) -> str:
+    """How other nodes know this rank's host: the launcher's host list entry, else the address this host uses
+    to reach the rendezvous (distinct per node even when hostnames are not), else the hostname."""
+    if launch.hosts and 0 <= launch.node_rank < len(launch.hosts):
+        return launch.hosts[launch.node_rank]
+    name = socket.gethostname()
+    if launch.master_addr and launch.num_nodes > 1:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # sends nothing: picks the route
+                probe.connect((launch.master_addr, 9))
+                addr = probe.getsockname()[0]
+            if not addr.startswith("127."):
+                return addr
+        except OSError:
+            pass
+    return name

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from ezpz.primitives import logger as _log
 from ezpz.errors import JobMismatchError, RendezvousError, RendezvousTimeoutError
 from ezpz.facts import LaunchEnv
+from ezpz.launch_env.rendezvous import this_host  # re-exported: where this rank's host is named
 
 __all__ = ["GRACE_S", "Rendezvous", "connect", "current", "fingerprint", "report_refused", "run_bounded", "this_host"]
 
@@ -288,24 +289,6 @@ def report_refused(deadline_s: float = 2.0) -> None:
 def current() -> Rendezvous | None:
     """The last rendezvous this process opened (the generation its process group uses), or None."""
     return _last.get("rendezvous")
-
-
-def this_host(launch: LaunchEnv) -> str:
-    """How other nodes know this rank's host: the launcher's host list entry, else the address this host uses
-    to reach the rendezvous (distinct per node even when hostnames are not), else the hostname."""
-    if launch.hosts and 0 <= launch.node_rank < len(launch.hosts):
-        return launch.hosts[launch.node_rank]
-    name = socket.gethostname()
-    if launch.master_addr and launch.num_nodes > 1:
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # sends nothing: picks the route
-                probe.connect((launch.master_addr, 9))
-                addr = probe.getsockname()[0]
-            if not addr.startswith("127."):
-                return addr
-        except OSError:
-            pass
-    return name
 
 
 def connect(launch: LaunchEnv, timeout_s: float, environ: Mapping[str, str] | None = None) -> Rendezvous:

@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ezpz.plugin_kit.ownership import facts_if_ours
-from ezpz.plugin_kit.logs import get_logger
 
 if TYPE_CHECKING:
+    from ezpz.plugin_kit.logs import get_logger
     from ezpz.plugin_kit.backends import backend_in_build, gloo_fallback, vendor_then_gloo
     from ezpz.plugin_kit.lifecycle import (
         HEARTBEAT_FLOOR_S, nccl_watchdog_env, with_ds_accelerator, with_nccl_hang_budget,
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "get_logger": "ezpz.plugin_kit.logs",
     "backend_in_build": "ezpz.plugin_kit.backends",
     "gloo_fallback": "ezpz.plugin_kit.backends",
     "vendor_then_gloo": "ezpz.plugin_kit.backends",

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ezpz.primitives import logger as _log
-from ezpz.steps.recompiles import RecompileWatch
 
 if TYPE_CHECKING:
     from ezpz.decisions import StepBoundary
+    from ezpz.steps.recompiles import RecompileWatch
 
 __all__ = ["StepMarker"]
 
@@ -39,7 +39,11 @@ class StepMarker:
         """Whether :meth:`install` registers the optimizer hook (a lazy device, ``EZPZ_STEP_HOOK`` on)."""
         self._compiles = boundary.compiles if self.mark is not None and boundary is not None else None
         self._graph_text = boundary.graph_text if self._compiles is not None and boundary is not None else None
-        self._watch = RecompileWatch() if self._compiles is not None else None
+        self._watch: RecompileWatch | None = None
+        if self._compiles is not None:  # a lazy device that counts its compilations; no other loads the watch
+            from ezpz.steps.recompiles import RecompileWatch
+
+            self._watch = RecompileWatch()
         self._handle: Any = None
         self._explicit = False  # the script called rt.step(): from then on, rt.step() is the boundary
         self._hook_marked = False  # the hook marked since the last rt.step()

@@ -190,11 +190,12 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Import the hccl bindings only when hccl was chosen, and say so in the trace."""
-    from ezpz.plugin_kit import facts_if_ours, get_logger
+    from ezpz.plugin_kit import facts_if_ours
 
     facts = facts_if_ours(plan.device.candidate, FACTS)  # imports nothing for another vendor's device
     if facts is None:
         return None
+    from ezpz.plugin_kit import get_logger
     from ezpz.decisions import LifecycleAction
     from ezpz_example_hpu.core import HCCL_MODULE, SIMULATE_VAR
 
