@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
+from ezpz_cuda.gate import build_rejection  # re-exported; standard library only
 
 # The rest is imported inside the hooks, so that `import ezpz` (which imports this module) stays cheap.
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | s
     from ezpz_cuda import policy, probe
     from ezpz_cuda.facts import CudaFacts
 
-    rejected = policy.build_rejection(build)
+    rejected = build_rejection(build)
     if rejected:
         return rejected
     raw = environ.get(policy.VISIBLE_VAR)
@@ -77,18 +78,6 @@ def gather_facts(build: TorchBuild, environ: Mapping[str, str]) -> CudaFacts | s
     facts = CudaFacts(build=build, gpus=gpus, physical_ids=ids, probe=how, arch_list=probe.torch_arch_list(),
                       visible_devices=raw, notes=notes)
     return policy.unsupported_by_build(facts) or facts
-
-
-# -- rejection on torch-build facts alone (standard library only): a torch that cannot drive this vendor's
-# devices never loads the facts, probes or policies, and costs no module import of its own --------------
-
-def build_rejection(build: Any) -> str | None:
-    """Why this torch cannot drive NVIDIA GPUs at all, or None. ROCm builds are never claimed."""
-    if build.hip:
-        return f"torch is a ROCm build (torch.version.hip={build.hip}): left to ezpz-rocm"
-    if not build.cuda:
-        return f"torch built without CUDA (torch {build.version}: torch.version.cuda is None)"
-    return None
 
 
 @hookimpl

@@ -14,7 +14,7 @@ from ezpz.decisions import BackendOption, PrecisionOption
 from ezpz.facts import DeviceCandidate, TorchBuild
 from ezpz.plugin_kit import backend_in_build, vendor_then_gloo
 from ezpz_cuda.facts import CudaFacts, GpuFacts
-from ezpz_cuda.plugin import build_rejection  # re-exported: it lives in the entry module, already imported
+from ezpz_cuda.gate import build_rejection  # re-exported: the gate the entry module applies first
 
 __all__ = [
     "BF16_MIN_CC",

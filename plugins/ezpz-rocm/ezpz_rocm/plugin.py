@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
+from ezpz_rocm.gate import NOT_ROCM  # re-exported; standard library only
 
 # The rest is imported inside the hooks, so that `import ezpz` (which imports this module) stays cheap.
 if TYPE_CHECKING:
@@ -37,12 +38,6 @@ PROFILING_REASON = (
     "torch.cuda.nvtx is hipified to roctx (roctxRangePushA/roctxRangePop), so ranges appear in rocprof/rocprofv3 traces; "
     "memory statistics come from torch.cuda"
 )
-
-
-# -- rejection on torch-build facts alone (standard library only): a torch that cannot drive this vendor's
-# devices never loads the facts, probes or policies, and costs no module import of its own --------------
-
-NOT_ROCM = "torch is not a ROCm build (torch.version.hip is None)"
 
 
 @hookimpl

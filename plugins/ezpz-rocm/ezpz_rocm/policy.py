@@ -15,6 +15,7 @@ from ezpz.errors import UnavailableError
 from ezpz.facts import DeviceCandidate, TorchBuild
 from ezpz.plugin_kit import backend_in_build, parse_bool, parse_visible_devices, vendor_then_gloo
 from ezpz_rocm.facts import RocmFacts, RocmGpu, VisibleDevices, hip_release
+from ezpz_rocm.gate import NOT_ROCM  # re-exported: the gate the entry module applies first
 
 __all__ = [
     "ARCHS",
@@ -35,7 +36,6 @@ __all__ = [
 ]
 
 PRIORITY = 100
-from ezpz_rocm.plugin import NOT_ROCM  # noqa: E402  (re-exported; lives in the entry module, already imported)
 
 # Sources, cited once and referenced per table row.
 SRC_PYTORCH_COMPAT = "https://rocm.docs.amd.com/en/latest/compatibility/ml-compatibility/pytorch-compatibility.html"

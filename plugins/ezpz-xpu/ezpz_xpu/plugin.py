@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ezpz import hookimpl
+from ezpz_xpu.gate import IPEX_EOL, NATIVE_XPU, XPU_WHEELS, build_rejection  # re-exported; standard library only
 
 # The rest is imported inside the hooks, so that `import ezpz` (which imports this module) stays cheap.
 if TYPE_CHECKING:
@@ -43,27 +44,6 @@ _MEMORY_FUNCS = (
     ("max_allocated_bytes", "max_memory_allocated"),
     ("max_reserved_bytes", "max_memory_reserved"),
 )
-
-
-# -- rejection on torch-build facts alone (standard library only): a torch that cannot drive this vendor's
-# devices never loads the facts, probes or policies, and costs no module import of its own --------------
-
-#: torch.xpu upstream as a prototype (PyTorch 2.4 release notes, "Intel GPU support (prototype)").
-NATIVE_XPU = (2, 4)
-#: IPEX: development stopped after 2.8, end of life announced for March 2026 (intel-extension-for-pytorch#867).
-IPEX_EOL = "March 2026"
-XPU_WHEELS = "pip install torch --index-url https://download.pytorch.org/whl/xpu"
-
-
-def build_rejection(build: Any) -> str | None:
-    """Why this torch cannot offer ``xpu`` at all, or None."""
-    if not build.xpu_built:
-        return (f"torch built without XPU (build.xpu_built is False; torch {build.version}); "
-                f"install an XPU build: {XPU_WHEELS}")
-    if build.release < NATIVE_XPU:
-        return (f"torch {build.version} predates native XPU (torch 2.4); that stack needed IPEX, which reaches end of "
-                f"life in {IPEX_EOL}: upgrade with {XPU_WHEELS}")
-    return None
 
 
 @hookimpl
@@ -156,11 +136,12 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 @hookimpl
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Import IPEX only where the torch version needs it, the oneCCL bindings only for ``ccl``; say so."""
-    from ezpz.plugin_kit import facts_if_ours, get_logger
+    from ezpz.plugin_kit import facts_if_ours
 
     facts = facts_if_ours(plan.device.candidate, FACTS)  # imports nothing for another vendor's device
     if facts is None:
         return None
+    from ezpz.plugin_kit import get_logger
     from ezpz.decisions import LifecycleAction
     from ezpz.errors import UnavailableError
     from ezpz_xpu import policy, probe

@@ -15,7 +15,7 @@ from ezpz.facts import DeviceCandidate, ProbeReport, TorchBuild
 from ezpz.plugin_kit import vendor_then_gloo
 
 from ezpz_xpu.facts import XpuDeviceProps, XpuFacts
-from ezpz_xpu.plugin import IPEX_EOL, NATIVE_XPU, XPU_WHEELS, build_rejection  # re-exported
+from ezpz_xpu.gate import IPEX_EOL, NATIVE_XPU, XPU_WHEELS, build_rejection  # re-exported
 
 __all__ = [
     "DISCRETE_PRIORITY",
