@@ -78,6 +78,11 @@ fi
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   # The import contracts in pyproject.toml: layers, launch detection apart from launch driving, no core -> original.
   run $PY -c "from importlinter.cli import lint_imports_command; lint_imports_command()"
+  # Each plugin's own contracts ([tool.importlinter] in its pyproject.toml): no import circle among its modules, and
+  # its layers (entry module on top).
+  for p in "${present[@]}"; do
+    run $PY -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --config "$p/pyproject.toml"
+  done
   # Two workers (pytest-xdist); the tests that make network-namespace nodes run after, one at a time: their
   # failover bounds are timed against an uninterrupted run, which a test on the other worker would slow.
   run $PY -m pytest tests -q -ra -n 2 --dist loadgroup -m "not netns"
