@@ -8,10 +8,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -169,24 +171,67 @@ def need_tool(name: str) -> str:
     return path
 
 
+def _exit_said(returncode: int) -> str:
+    """``exited 3``, ``killed by signal 13 (SIGPIPE)``, or a shell's ``exited 141 (128 + 13: SIGPIPE)``."""
+    def name(number: int) -> str:
+        try:
+            return signal.Signals(number).name
+        except ValueError:
+            return "unknown signal"
+
+    if returncode < 0:
+        return f"killed by signal {-returncode} ({name(-returncode)})"
+    if 128 < returncode < 128 + 65:
+        return f"exited {returncode} (128 + {returncode - 128}: {name(returncode - 128)}, as a shell reports it)"
+    return f"exited {returncode}"
+
+
+def _output_said(stdout: str | bytes | None, stderr: str | bytes | None) -> str:
+    text = "".join(t.decode(errors="replace") if isinstance(t, bytes) else t for t in (stderr, stdout) if t)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().strip("-")]
+    if len(lines) > 4:  # the first lines say what failed, the last ones often why (pip's ERROR line)
+        lines = [*lines[:2], "...", *lines[-2:]]
+    return " / ".join(lines)[:400] if lines else "no output"
+
+
+def probe_tool(cmd: list[str], *, timeout: float, env: Mapping[str, str] | None = None, tries: int = 2,
+               judge: Callable[[subprocess.CompletedProcess[str]], str | None] | None = None) -> str | None:
+    """Run a tool probe; None when it works, else what every try saw (exit code or signal, and its output).
+
+    A probe that fails is tried again (``tries`` in all): one transient failure on a loaded machine (an
+    ``mpiexec.hydra -n 1 true`` once died of SIGPIPE with no output) must neither hide a launcher for a whole
+    test worker nor fail CI. stdin is closed, output captured and kept for the reason. A tool that cannot start
+    at all (OSError) is not tried again. A try that failed before one that worked is reported as a warning.
+    ``judge``, given a run that exited 0, says why its output still means "unusable" (or None).
+    """
+    said, seen = " ".join(cmd), []
+    for attempt in range(1, tries + 1):
+        try:
+            done = subprocess.run(cmd, env=None if env is None else dict(env), stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as err:
+            seen.append(f"try {attempt}: did not finish within {timeout:g} s ({_output_said(err.stdout, err.stderr)})")
+            continue
+        except OSError as err:
+            return f"`{said}` could not start: {err}"
+        verdict = judge(done) if judge is not None and done.returncode == 0 else None
+        if done.returncode == 0 and verdict is None:
+            if seen:
+                warnings.warn(f"`{said}` failed, then worked on try {attempt}: {'; '.join(seen)}", stacklevel=2)
+            return None
+        seen.append(f"try {attempt}: {verdict or _exit_said(done.returncode)}: {_output_said(done.stdout, done.stderr)}")
+    return f"`{said}` failed {tries} times: {'; '.join(seen)}"
+
+
 @functools.lru_cache(maxsize=None)
 def mpiexec_unusable(path: str) -> str | None:
-    """Why ``<path> -n 1 true`` fails here, or None when it works; run once per launcher and test process."""
+    """Why ``<path> -n 1 true`` fails here (each try's exit and output), or None when it works; run once per
+    launcher and test process, tried again once when it fails (:func:`probe_tool`)."""
     from ezpz.probes.launcher_tools import mpi_flavor
 
     openmpi = mpi_flavor(path) == "openmpi"
     cmd = [path, *(["--allow-run-as-root", "--oversubscribe"] if openmpi else []), "-n", "1", "true"]
-    said = " ".join(cmd)
-    try:
-        done = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=60, check=False)
-    except subprocess.TimeoutExpired:
-        return f"`{said}` did not finish within 60 s"
-    except OSError as err:
-        return f"`{said}` could not start: {err}"
-    if done.returncode == 0:
-        return None
-    lines = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip().strip("-")]
-    return f"`{said}` exited {done.returncode}: {' / '.join(lines[:4])[:400]}"
+    return probe_tool(cmd, timeout=60, env=clean_env())
 
 
 @functools.lru_cache(maxsize=None)
@@ -194,14 +239,7 @@ def package_index_unreachable() -> str | None:
     """Why pip cannot resolve from its package index here (an offline GPU host, say), or None when it can."""
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--no-deps", "--ignore-installed",
            "--retries", "0", "--timeout", "15", "setuptools"]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    except subprocess.TimeoutExpired:
-        return "`pip install --dry-run setuptools` did not finish within 120 s"
-    if done.returncode == 0:
-        return None
-    lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
-    return f"`pip install --dry-run setuptools` exited {done.returncode}: {(lines or ['no output'])[-1][:300]}"
+    return probe_tool(cmd, timeout=120)
 
 
 def need_package_index() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, need_tool, rank_rows
+from conftest import clean_env, need_tool, probe_tool, rank_rows
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "allreduce_check.py")
 EZPZ = [sys.executable, "-m", "ezpz"]
@@ -22,19 +22,20 @@ JOB = ["-t", "5", "--immediate=60"]
 
 
 def _live_slurm() -> str | None:
-    """None when a Slurm controller answers with a usable node, else why not."""
+    """None when a Slurm controller answers with a usable node, else why not (``sinfo`` tried twice)."""
     if shutil.which("sinfo") is None or shutil.which("srun") is None:
         return "Slurm client tools not installed (bash scripts/slurm.sh start installs and starts a one-node Slurm)"
-    try:
-        proc = subprocess.run(["sinfo", "-h", "-o", "%t %c"], capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return f"sinfo did not answer: {err}"
-    states = proc.stdout.split()
-    if proc.returncode != 0 or not states:
-        return f"no live Slurm (sinfo: {(proc.stderr or proc.stdout).strip()[:200]}); run bash scripts/slurm.sh start"
-    if not any(s.startswith(("idle", "mix", "alloc")) for s in states[::2]):
-        return f"Slurm answers but no node is usable (sinfo: {proc.stdout.strip()})"
-    return None
+
+    def usable(done: subprocess.CompletedProcess[str]) -> str | None:
+        states = done.stdout.split()
+        if not states:
+            return "no node listed"
+        if not any(s.startswith(("idle", "mix", "alloc")) for s in states[::2]):
+            return f"no usable node ({done.stdout.strip()})"
+        return None
+
+    why = probe_tool(["sinfo", "-h", "-o", "%t %c"], timeout=15, judge=usable)
+    return None if why is None else f"no live Slurm: {why}; run bash scripts/slurm.sh start"
 
 
 _WHY_NOT = _live_slurm()

@@ -79,3 +79,54 @@ def test_in_ci_an_mpiexec_that_cannot_run_fails(mpiexec_without_an_rsh_agent, mo
     monkeypatch.setattr(conftest, "IN_CI", True)
     with pytest.raises(pytest.fail.Exception, match="required to run in CI but cannot: .*exited 243"):
         need_tool("mpiexec")
+
+
+# -- a launcher probe that fails once (issue 44): tried again, and the reason says what each try saw ------------
+
+def _flaky_mpiexec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: int) -> Path:
+    """A Hydra-like ``mpiexec`` whose first ``failures`` runs die of SIGPIPE with no output, as one did under load.
+
+    A real executable run as a real subprocess; it counts its runs in a file and notes where its stdin points.
+    """
+    fake = tmp_path / "mpiexec"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "HYDRA build details:"; exit 0; fi\n'
+        f'readlink /proc/$$/fd/0 >> "{tmp_path}/stdin"\n'
+        f'n=$(cat "{tmp_path}/runs" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > "{tmp_path}/runs"\n'
+        f'if [ "$n" -le {failures} ]; then kill -PIPE $$; fi\n'
+        'shift 2; exec "$@"\n')  # -n 1 <program>
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path), "/usr/bin", "/bin"]))
+    return fake
+
+
+def test_a_launcher_probe_that_fails_once_then_works_lets_the_launchers_tests_run(tmp_path, monkeypatch):
+    fake = _flaky_mpiexec(tmp_path, monkeypatch, failures=1)
+    monkeypatch.setattr(conftest, "IN_CI", True)  # neither skipped nor failed, in CI too
+    with pytest.warns(UserWarning, match=r"failed, then worked on try 2: try 1: killed by signal 13 \(SIGPIPE\)"):
+        assert need_tool("mpiexec") == str(fake)
+    assert (tmp_path / "runs").read_text().strip() == "2"
+    assert set((tmp_path / "stdin").read_text().split()) == {"/dev/null"}  # stdin closed on every try
+
+
+def test_a_launcher_probe_that_keeps_failing_skips_saying_what_each_try_saw(tmp_path, monkeypatch):
+    _flaky_mpiexec(tmp_path, monkeypatch, failures=2)
+    monkeypatch.setattr(conftest, "IN_CI", False)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        need_tool("mpiexec")
+    said = str(skipped.value)
+    assert "failed 2 times" in said and said.count("killed by signal 13 (SIGPIPE): no output") == 2, said
+    assert (tmp_path / "runs").read_text().strip() == "2"
+
+
+def test_in_ci_a_launcher_probe_that_keeps_failing_fails_saying_what_it_saw(tmp_path, monkeypatch):
+    _flaky_mpiexec(tmp_path, monkeypatch, failures=2)
+    monkeypatch.setattr(conftest, "IN_CI", True)
+    with pytest.raises(pytest.fail.Exception, match=r"required to run in CI but cannot: .*try 2: killed by signal 13"):
+        need_tool("mpiexec")
+
+
+def test_a_probe_that_exits_through_a_shell_names_the_signal_too():
+    assert conftest._exit_said(141) == "exited 141 (128 + 13: SIGPIPE, as a shell reports it)"
+    assert conftest._exit_said(-9) == "killed by signal 9 (SIGKILL)" and conftest._exit_said(3) == "exited 3"
