@@ -3,7 +3,9 @@
 1. ``import ezpz`` without torch against ``import pluggy, importlib.metadata``
    (what discovery needs): target <= 1.5.
 2. ``import ezpz; ezpz.hooks.setup()`` with torch imported against
-   ``from accelerate import PartialState; PartialState()``: target <= 0.75.
+   ``from accelerate import PartialState; PartialState()``: target <= 1.0
+   with every plugin of this repository installed (issue 44; issue 34 had
+   aimed at 0.75 and did not reach it, docs/performance.md).
    accelerate is not a dependency: install it normally in the same
    environment for this benchmark (``pip install -c constraints.txt
    accelerate``); without it this part is skipped, saying so.
@@ -131,7 +133,7 @@ def main() -> None:
     else:
         st, acc = paired(EZPZ_SETUP, ACCELERATE)
         print(f"import ezpz; setup() (torch imported)         {ms(st):8.1f} ms  vs accelerate PartialState() {ms(acc):8.1f} ms"
-              f"  ratio {ratio(st, acc):6.3f}  target <= 0.75  (both on {st[0]['device']}/{acc[0]['device']})")
+              f"  ratio {ratio(st, acc):6.3f}  target <= 1.0  (both on {st[0]['device']}/{acc[0]['device']})")
         floor = [py_json(SETUP_ALONE) for _ in range(ROUNDS)]
         f = ms(floor, "attrs") + ms(floor, "records")
         print(f"  measured floor with attrs records: import attrs + building the record classes {f:.1f} ms"

@@ -6,7 +6,7 @@ with ``strace -f -c`` (deterministic to a few calls), one process each, after
 one untimed run so bytecode caches exist: ``import torch`` alone, then with
 ``import ezpz; ezpz.hooks.setup()``, then with ``from accelerate import
 PartialState; PartialState()`` (accelerate 1.15.0 installed in the same environment). Target:
-ezpz adds no more calls than accelerate (ratio <= 1.0). ``python
+ezpz adds at most 5% more calls than accelerate (ratio <= 1.05, issue 44), with no import hook. ``python
 benchmarks/bench_syscalls.py`` counts two installs made from this checkout's
 wheels in venvs of its own (:mod:`_wheel_installs`): the core with one vendor
 plugin (``pip install ezpz ezpz-xpu``) and the core with every plugin of this
@@ -66,7 +66,7 @@ def main() -> None:
     ez, acc = sum(added["ezpz"].values()), sum(added["accelerate"].values())
     print(f"{'total':<12} {sum(base.values()):8d} {ez:8d} {acc:12d}")
     print(f"import ezpz; setup() adds {ez} metadata calls vs accelerate PartialState() {acc}: "
-          f"ratio {ez / acc:.3f}   target <= 1.0")
+          f"ratio {ez / acc:.3f}   target <= 1.05")
 
 
 if __name__ == "__main__":
