@@ -131,7 +131,7 @@ def run_ranks(spec: str, device_type: str, environ: Mapping[str, str], *,
                 env=_rank_env(base, rank, port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         started = time.monotonic()
         try:
-            stopped = _wait(procs, started + timeout_s)
+            stopped = _wait(procs, started, timeout_s)
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -143,19 +143,19 @@ def run_ranks(spec: str, device_type: str, environ: Mapping[str, str], *,
         records = [_read(Path(scratch) / f"rank{r}.json") for r in range(RANKS)]
         tails = [_tail(Path(scratch) / f"rank{r}.log") for r in range(RANKS)]
     codes = [p.returncode for p in procs]
-    return _merge(records, codes, tails, stopped, timeout_s, took, port)
+    return _merge(records, codes, tails, stopped, took, port)
 
 
-def _wait(procs: list[subprocess.Popen[bytes]], deadline: float) -> str:
+def _wait(procs: list[subprocess.Popen[bytes]], started: float, timeout_s: float) -> str:
     """Wait for every rank; return why some were stopped ("" when all exited by themselves)."""
-    grace_end = None
+    deadline, grace_end = started + timeout_s, None
     while True:
         codes = [p.poll() for p in procs]
         if all(c is not None for c in codes):
             return ""
         now = time.monotonic()
         if now > deadline:
-            return "the job's deadline passed"
+            return f"the job's deadline ({timeout_s:g} s) passed"
         if grace_end is None and any(c not in (None, 0) for c in codes):
             grace_end = now + _GRACE_S
         if grace_end is not None and now > grace_end:
@@ -180,7 +180,7 @@ def _tail(path: Path, lines: int = 6, chars: int = 1500) -> str:
 
 
 def _merge(records: list[dict[str, Any]], codes: list[int | None], tails: list[str], stopped: str,
-           timeout_s: float, took: float, port: int) -> list[CheckResult]:
+           took: float, port: int) -> list[CheckResult]:
     by_rank = [{r["name"]: r for r in rec.get("results", []) if isinstance(r, dict) and "name" in r}
                for rec in records]
     out: list[CheckResult] = []
@@ -190,14 +190,13 @@ def _merge(records: list[dict[str, Any]], codes: list[int | None], tails: list[s
         if not seen:
             in_it = [r for r in missing if records[r].get("running") == name]
             if in_it or (name == SETUP):
-                out.append(CheckResult(name, False, _why_unfinished(name, in_it or missing, codes, tails, stopped,
-                                                                    timeout_s)))
+                out.append(CheckResult(name, False, _why_unfinished(name, in_it or missing, codes, tails, stopped)))
             continue
         failed = [(rank, r) for rank, r in seen if not r.get("passed")]
         if failed or missing:
-            said = [f"rank {rank}: {r.get('detail', '')}" for rank, r in failed]
+            said = _by_detail(failed)
             if missing:
-                said.append(_why_unfinished(name, missing, codes, tails, stopped, timeout_s))
+                said.append(_why_unfinished(name, missing, codes, tails, stopped))
             out.append(CheckResult(name, False, "; ".join(said)))
         elif all(r.get("skipped") for _, r in seen):
             out.append(CheckResult(name, True, str(seen[0][1].get("detail", "")), skipped=True))
@@ -209,13 +208,20 @@ def _merge(records: list[dict[str, Any]], codes: list[int | None], tails: list[s
     return out
 
 
-def _why_unfinished(name: str, ranks: list[int], codes: list[int | None], tails: list[str], stopped: str,
-                    timeout_s: float) -> str:
+def _by_detail(failed: list[tuple[int, dict[str, Any]]]) -> list[str]:
+    """``rank 0: X`` per failure, ranks that said the same thing together (``ranks 0, 1: X``)."""
+    ranks: dict[str, list[int]] = {}
+    for rank, result in failed:
+        ranks.setdefault(str(result.get("detail", "")), []).append(rank)
+    return [f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}: {detail}" for detail, rs in ranks.items()]
+
+
+def _why_unfinished(name: str, ranks: list[int], codes: list[int | None], tails: list[str], stopped: str) -> str:
     said = []
     for rank in ranks:
         code = codes[rank]
         if stopped and code is not None and code < 0:
-            how = f"stopped in {name!r} ({stopped}; the job's deadline is {timeout_s:g} s)"
+            how = f"stopped in {name!r}: {stopped}"
         else:
             how = f"exited with status {code} without finishing {name!r}"
         said.append(f"rank {rank} {how}" + (f"; its last output: {tails[rank]}" if tails[rank] else ""))

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ezpz.testing.hookimpls import one_line
+
 __all__ = ["RANK_CHECKS", "NotApplicable"]
 
 
@@ -42,10 +44,23 @@ def _same(got: Any, want: Any, what: str) -> None:
     assert torch.equal(got.cpu(), want.cpu()), f"{what}: got {got.cpu().tolist()}, expected {want.cpu().tolist()}"
 
 
-def _single(name: str, legacy: str) -> Callable[..., Any]:
-    """torch.distributed's single-tensor collective under its current name (torch 2.13 renamed them)."""
+def _collective(name: str, legacy: str | None = None) -> Callable[..., Any]:
+    """``torch.distributed.<name>`` (or ``legacy``: torch 2.13 renamed the single-tensor ones), raising
+    AssertionError that names the collective and the backend when the backend cannot run it."""
     dist = _dist()
-    return getattr(dist, name, None) or getattr(dist, legacy)
+    fn = getattr(dist, name, None) or getattr(dist, legacy or name)
+    shown = legacy or name
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001  the backend's own words, with the collective's name
+            tensor = next((a for a in args if hasattr(a, "device")), None)
+            on = f" on {tensor.device} tensors" if tensor is not None else ""
+            raise AssertionError(f"torch.distributed.{shown}{on} failed with backend {dist.get_backend()}: "
+                                 f"{type(err).__name__}: {one_line(err)}") from err
+
+    return call
 
 
 def _device_module(rt: Any) -> Any:
@@ -127,7 +142,7 @@ def all_reduce(rt: Any, scratch: str) -> str:
     import torch
 
     t = torch.full((4,), float(rt.rank + 1), device=rt.device)
-    _dist().all_reduce(t)
+    _collective("all_reduce")(t)
     total = rt.world_size * (rt.world_size + 1) / 2
     _same(t, torch.full((4,), total, device=rt.device), "all_reduce (sum)")
     return f"sum over {rt.world_size} ranks on {t.device}"
@@ -138,7 +153,7 @@ def all_gather_into_tensor(rt: Any, scratch: str) -> str:
 
     mine = torch.arange(3, dtype=torch.float32, device=rt.device) + 10 * rt.rank
     out = torch.empty(3 * rt.world_size, dtype=torch.float32, device=rt.device)
-    _single("all_gather_single", "all_gather_into_tensor")(out, mine)
+    _collective("all_gather_single", "all_gather_into_tensor")(out, mine)
     want = torch.cat([torch.arange(3, dtype=torch.float32) + 10 * r for r in range(rt.world_size)])
     _same(out, want.to(rt.device), "all_gather_into_tensor")
     return f"every rank's piece, in rank order, in one tensor on {out.device}"
@@ -149,7 +164,7 @@ def reduce_scatter_tensor(rt: Any, scratch: str) -> str:
 
     full = torch.arange(2 * rt.world_size, dtype=torch.float32, device=rt.device) * (rt.rank + 1)
     out = torch.empty(2, dtype=torch.float32, device=rt.device)
-    _single("reduce_scatter_single", "reduce_scatter_tensor")(out, full)
+    _collective("reduce_scatter_single", "reduce_scatter_tensor")(out, full)
     scale = rt.world_size * (rt.world_size + 1) / 2
     want = torch.arange(2 * rt.rank, 2 * rt.rank + 2, dtype=torch.float32) * scale
     _same(out, want.to(rt.device), "reduce_scatter_tensor (sum)")
@@ -161,7 +176,7 @@ def broadcast(rt: Any, scratch: str) -> str:
 
     last = rt.world_size - 1
     t = torch.full((3,), float(rt.rank), device=rt.device)
-    _dist().broadcast(t, src=last)
+    _collective("broadcast")(t, src=last)
     _same(t, torch.full((3,), float(last), device=rt.device), f"broadcast from rank {last}")
     return f"rank {last}'s tensor on every rank, on {t.device}"
 
@@ -172,7 +187,7 @@ def all_to_all_single(rt: Any, scratch: str) -> str:
     n = rt.world_size
     mine = torch.tensor([10.0 * rt.rank + peer for peer in range(n)], device=rt.device)
     out = torch.empty(n, device=rt.device)
-    _dist().all_to_all_single(out, mine)
+    _collective("all_to_all_single")(out, mine)
     _same(out, torch.tensor([10.0 * peer + rt.rank for peer in range(n)], device=rt.device), "all_to_all_single")
     return f"piece j of every rank to rank j, on {out.device}"
 
@@ -180,18 +195,18 @@ def all_to_all_single(rt: Any, scratch: str) -> str:
 def send_recv(rt: Any, scratch: str) -> str:
     import torch
 
-    dist = _dist()
+    send, recv = _collective("send"), _collective("recv")
     peer = rt.rank ^ 1  # pairs (0, 1), (2, 3), ...
     if peer >= rt.world_size:
         return f"rank {rt.rank} has no partner"
     t = torch.arange(4, dtype=torch.float32, device=rt.device) + 100 * rt.rank
     back = torch.empty(4, dtype=torch.float32, device=rt.device)
     if rt.rank % 2 == 0:
-        dist.send(t, dst=peer)
-        dist.recv(back, src=peer)
+        send(t, dst=peer)
+        recv(back, src=peer)
     else:
-        dist.recv(back, src=peer)
-        dist.send(t, dst=peer)
+        recv(back, src=peer)
+        send(t, dst=peer)
     _same(back, torch.arange(4, dtype=torch.float32, device=rt.device) + 100 * peer, f"recv from rank {peer}")
     return f"a tensor each way between ranks {min(rt.rank, peer)} and {max(rt.rank, peer)}, on {back.device}"
 
@@ -203,7 +218,7 @@ def barrier(rt: Any, scratch: str) -> str:
     if rt.rank == rt.world_size - 1:
         time.sleep(_BARRIER_DELAY_S)
     start = time.monotonic()
-    _dist().barrier()
+    _collective("barrier")()
     waited = time.monotonic() - start
     if rt.rank == 0:
         assert waited >= _BARRIER_DELAY_S * 0.8, (
