@@ -54,7 +54,7 @@ RANK_CHECK_NAMES = (SETUP, *(name for name, _ in RANK_CHECKS), TEARDOWN)
 _LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_", "PALS_", "SLURM_", "TORCHELASTIC_", "MPI_LOCAL", "PBS_", "FLUX_",
                       "JSM_", "PET_", "SKYPILOT_", "LSB_")
 _LAUNCHER_NAMES = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-                             "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE",
+                             "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE",
                              "KUBERNETES_SERVICE_HOST", "EZPZ_LAUNCH_ID", "EZPZ_LAUNCHER_PID", "EZPZ_ATTEMPT"})
 
 
