@@ -12,7 +12,7 @@ from ezpz.facts import DeviceCandidate, ProbeReport
 from ezpz.policies import choose_precision
 from ezpz.testing import assert_conformant, check_plugin, make_host
 from ezpz.testing.live import LIVE_CHECKS
-from ezpz.testing.live_ranks import RANK_CHECK_NAMES, loadable_name, run_ranks
+from ezpz.testing.live_ranks import RANK_CHECK_NAMES, live_rank_checks, loadable_name, run_ranks
 from ezpz.testing.hookimpls import resolve
 from ezpz.testing.pytest_plugin import ezpz_live  # noqa: F401  (fixture)
 
@@ -83,6 +83,17 @@ def test_a_plugin_is_loaded_in_the_ranks_by_the_name_that_loads_it_here():
     assert loadable_name(resolve("ezpz.builtin.cpu")) == "ezpz.builtin.cpu"  # an import path
     assert loadable_name(resolve(ClaimsMeta())) is None  # an instance: no name loads it
     assert loadable_name(resolve(ClaimsMeta)) == f"{__name__}:ClaimsMeta"  # a class in an importable module
+
+
+@pytest.mark.parametrize(("device", "why"), [
+    (DeviceCandidate(device_type="cpu", vendor="acme", reason="one", count=1, shared=False),
+     "2 ranks need 2 cpu devices (or a shared one); cpu offers 1 here"),
+    (DeviceCandidate(device_type="meta", vendor="acme", reason="lazy", count=8),  # as torch_xla's xla
+     "torch has no device module for 'meta'"),
+])
+def test_where_the_ranks_cannot_apply_they_are_one_skipped_result_saying_why(device, why):
+    (result,) = live_rank_checks(resolve("cpu"), device, {})  # decided before any process starts
+    assert result.name == "live ranks" and result.skipped and result.passed and why in result.detail, result
 
 
 def test_ranks_that_cannot_start_fail_live_ranks_setup_with_their_output():

@@ -75,7 +75,23 @@ def live_rank_checks(t: Target, device: DeviceCandidate, environ: Mapping[str, s
         available = False
     if not available:
         return [_skip("this torch was built without torch.distributed")]
+    no_module = _without_device_module(device.device_type)
+    if no_module:
+        return [_skip(no_module)]
     return run_ranks(spec, device.device_type, environ)
+
+
+def _without_device_module(device_type: str) -> str:
+    """Why the ranks cannot apply to a device type torch has no device module for (torch_xla's ``xla``), or ""."""
+    import torch
+
+    try:
+        torch.get_device_module(device_type)
+    except (RuntimeError, AttributeError) as err:
+        return (f"torch has no device module for {device_type!r} ({err}): the kit's ranks drive a device through "
+                "torch.distributed on plain RANK/WORLD_SIZE processes, DeviceMesh and FSDP2, which find the device's "
+                "index and streams there; a lazy device's collectives run under its own runtime")
+    return ""
 
 
 def _skip(why: str) -> CheckResult:
