@@ -280,8 +280,8 @@ def mesh_2d(rt: Any, scratch: str) -> str:
         row = next(r for r in members.tolist() if rt.rank in r)
         _same(t, torch.full((2,), float(sum(row)), device=rt.device), f"all_reduce over dimension {name!r}")
         said.append(f"{name}={shape[dim]}")
-    return f"init_device_mesh({rt.device_type!r}, {shape}): ranks {coordinate}; each dimension's group reduces " \
-           f"({', '.join(said)})"
+    return (f"init_device_mesh({rt.device_type!r}, {shape}): rank {rt.rank} at {coordinate}; each dimension's group "
+            f"reduces ({', '.join(said)})")
 
 
 _STEPS = 3
