@@ -37,7 +37,7 @@ from ezpz.testing.rank_checks import RANK_CHECKS
 from ezpz.testing.rank_worker import SETUP, TEARDOWN
 from ezpz.testing.report import CheckResult
 
-__all__ = ["RANKS", "RANK_CHECK_NAMES", "TIMEOUT_S", "live_rank_checks", "run_ranks"]
+__all__ = ["RANKS", "RANK_CHECK_NAMES", "TIMEOUT_S", "live_rank_checks", "loadable_name", "run_ranks"]
 
 RANKS = 2
 """How many ranks the kit starts: the fewest that exercise every collective, in one small job."""
