@@ -41,8 +41,9 @@ __all__ = ["RANKS", "RANK_CHECK_NAMES", "TIMEOUT_S", "live_rank_checks", "loadab
 
 RANKS = 2
 """How many ranks the kit starts: the fewest that exercise every collective, in one small job."""
-TIMEOUT_S = 300.0
-"""The whole job's deadline: starting Python and torch twice, setup(), every check, teardown()."""
+TIMEOUT_S = 180.0
+"""The whole job's deadline in seconds (starting Python and torch twice, setup(), every check, teardown()): a
+passing job takes seconds, tens on a loaded machine; below pytest's 300 s per test, so the kit names what hung."""
 _GRACE_S = 20.0  # after one rank exits with an error, how long the others get to finish
 _RANK_TIMEOUT = "60"  # EZPZ_TIMEOUT for the ranks (rendezvous, collectives) unless the environment sets one
 
