@@ -34,6 +34,7 @@ PUBLIC: tuple[tuple[str, str], ...] = (
     ("ezpz.failures.signatures", "plugins"),
     ("ezpz.testing", "plugin tests"),
     ("ezpz.testing.live", "plugin tests"),
+    ("ezpz.testing.live_ranks", "plugin tests"),
     ("ezpz.testing.pytest_plugin", "plugin tests"),
 )
 

@@ -24,7 +24,10 @@ test module.
   is present, through a real ``setup()`` (:mod:`ezpz.testing.live`): tensors,
   autocast, a training step, the grad scaler, ``step()``, ``synchronize()``,
   memory stats, ranges, the profiler, ``compile()`` and a checkpoint, each a
-  named result (``live tensor round trip`` ...); the ``ezpz_live`` fixture.
+  named result (``live tensor round trip`` ...); then on 2 ranks of its own
+  (:mod:`ezpz.testing.live_ranks`): the collectives DDP and FSDP2 use, a DDP
+  step, 1-D and 2-D device meshes, FSDP2 against DDP, a sharded checkpoint
+  (``live ranks all_reduce`` ...); the ``ezpz_live`` fixture.
 * :func:`make_host` / :func:`make_plan`: a fresh plugin host (built-ins plus
   the plugins you name) and the plan ``setup()`` would make with it.
 * :func:`recorded_build`: representative :class:`~ezpz.facts.TorchBuild` facts

@@ -18,7 +18,8 @@ A plugin passes when:
   beyond the standard library, ezpz and ezpz's own dependencies.
 
 With ``live=True`` it also drives the plugin's device, where it is present,
-through a real ``setup()`` (:mod:`ezpz.testing.live`).
+through a real ``setup()`` (:mod:`ezpz.testing.live`), and on 2 ranks of its
+own (:mod:`ezpz.testing.live_ranks`).
 """
 
 from __future__ import annotations
@@ -82,9 +83,12 @@ def check_plugin(
         plugin offers a device here (with ``os.environ`` plus ``environ``), a real
         ``setup()`` on it, then tensors, autocast, a training step, the grad
         scaler, ``step()``, ``synchronize()``, memory stats, ranges, the profiler,
-        ``compile()`` and a checkpoint round trip, each a named result. They run
-        with the installed torch (``build`` is ignored) and change the process
-        as ``setup()`` does.
+        ``compile()`` and a checkpoint round trip, each a named result; then 2
+        ranks of the kit's own (:mod:`ezpz.testing.live_ranks`, child processes
+        with a real rendezvous on localhost) check the collectives, a DDP step,
+        a 1-D and a 2-D device mesh, an FSDP2 step against DDP and a sharded
+        checkpoint (``live ranks ...``). They run with the installed torch
+        (``build`` is ignored) and change the process as ``setup()`` does.
     """
     try:
         t = resolve(plugin)
@@ -119,11 +123,24 @@ def check_plugin(
     if isolated_import:
         results.append(isolated_import_check(t.module, sdk_modules, allow_imports))
     if live:
-        from ezpz.probes.torch_build import probe_torch_build
-        from ezpz.testing.live import live_checks
-
-        results += live_checks(t, probe_torch_build(), environ)
+        results += _live(t, environ)
     return ConformanceReport(plugin=t.name, target=t.target, results=tuple(results))
+
+
+def _live(t: Any, environ: Mapping[str, str] | None) -> list[CheckResult]:
+    """The live checks in this process, then, where ``live setup`` passed, on several ranks of the kit's own."""
+    from ezpz.probes.torch_build import probe_torch_build
+    from ezpz.testing.live import live_checks, offered_device
+    from ezpz.testing.live_ranks import live_rank_checks
+
+    build = probe_torch_build()
+    results = live_checks(t, build, environ)
+    if not any(r.name == "live setup" and r.passed for r in results):
+        return results  # no device here (one skipped result), or one process cannot set it up: no ranks
+    device = offered_device(t, build, {**os.environ, **(environ or {})})
+    if isinstance(device, str):  # the probe changed its mind between the two calls
+        return [*results, CheckResult("live ranks", False, f"the plugin's probe no longer offers a device: {device}")]
+    return [*results, *live_rank_checks(t, device, environ or {})]
 
 
 def assert_conformant(plugin: object | str, **kwargs: Any) -> ConformanceReport:

@@ -11,6 +11,9 @@ step``, ``live grad scaler``, ``live step``, ``live synchronize``, ``live
 memory_stats``, ``live range``, ``live profiler``, ``live compile``, ``live
 checkpoint``, ``live teardown``.
 
+Where ``live setup`` passed, :mod:`ezpz.testing.live_ranks` then checks the
+device and its backend on 2 ranks of the kit's own (``live ranks ...``).
+
 Nothing here knows a device type: the device is whatever the plugin offers,
 driven only through the runtime and ``torch.device``. A plugin that offers no
 device here gets one skipped ``live`` result saying so. Live mode changes the

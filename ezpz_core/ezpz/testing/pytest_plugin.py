@@ -12,7 +12,8 @@ nested ``conftest.py`` (``from ezpz.testing.pytest_plugin import ezpz_host``).
   ``recorded_build("rocm", hip="6.4.1")``.
 * ``ezpz_live``: :func:`ezpz.testing.assert_conformant` with ``live=True``
   (``ezpz_live("example-emu", environ={"EZPZ_DEVICE": "emu"})``): the plugin's
-  device driven through a real ``setup()``, torn down after the test.
+  device driven through a real ``setup()``, here and on 2 ranks of the kit's
+  own, torn down after the test.
 """
 
 from __future__ import annotations

@@ -147,6 +147,28 @@ class EmuModule:
         """Every kernel ran on the calling thread before it returned: nothing is queued."""
         return None
 
+    # streams and events: torch's own types (its Python device guard serves them), so code that mixes
+    # ``torch.emu.Event()`` with ``torch.accelerator.current_stream()`` (FSDP2) works; there is one stream,
+    # and an event is complete as soon as it is recorded, as every kernel has finished when it returns
+    def Stream(self, device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802 (torch.cuda.Stream)
+        index = self.current_device() if device is None else _index(device)
+        return torch.Stream(device=torch.device(DEVICE_TYPE, index), priority=priority)
+
+    def Event(self, enable_timing: bool = False, blocking: bool = False,  # noqa: N802 (torch.cuda.Event)
+              interprocess: bool = False) -> torch.Event:
+        return _Event(device=DEVICE_TYPE, enable_timing=enable_timing, blocking=blocking,
+                      interprocess=interprocess)
+
+    def current_stream(self, device: Any = None) -> torch.Stream:
+        return self.Stream(device)
+
+    def default_stream(self, device: Any = None) -> torch.Stream:
+        return self.Stream(device)
+
+    def stream(self, stream: torch.Stream | None) -> contextlib.AbstractContextManager[Any]:
+        """Run the block on ``stream`` (``torch.emu.stream(s)``): the device's one stream, so nothing changes."""
+        return contextlib.nullcontext() if stream is None else stream
+
     # random numbers: kernels run on the CPU, so the CPU generator is the device's
     def manual_seed(self, seed: int) -> None:
         torch.default_generator.manual_seed(seed)
@@ -177,6 +199,18 @@ class EmuModule:
         return {"allocations_total": self._allocations, "allocated_bytes_total": self._allocated_bytes}
 
     def empty_cache(self) -> None:
+        return None
+
+
+def _index(device: Any) -> int:
+    index = device if isinstance(device, int) else torch.device(device).index
+    return 0 if index is None else int(index)
+
+
+class _Event(torch.Event):
+    """An event on the device's one stream: complete when recorded (torch's Python guard cannot wait on one)."""
+
+    def synchronize(self) -> None:
         return None
 
 
@@ -429,6 +463,24 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     return dst
 
 
+def _to_copy(self: torch.Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
+             pin_memory: Any = None, non_blocking: bool = False, memory_format: Any = None) -> torch.Tensor:
+    """``Tensor.to`` from ``emu`` (a copy): the CPU's ``_to_copy`` on the CPU alias, handed back to the device.
+
+    torch's own ``_to_copy`` gives a ``non_blocking`` copy to the CPU pinned
+    memory, from the hooks' ``getPinnedMemoryAllocator``, which torch's Python
+    hooks cannot provide (``torch.distributed.checkpoint`` copies so). Every
+    emu copy has finished when it returns, so it is made blocking, into
+    ordinary memory.
+    """
+    target = torch.device(device) if device is not None else self.device
+    out = torch.ops.aten._to_copy.default(to_cpu_alias(self), dtype=dtype, layout=layout, device="cpu",
+                                          memory_format=memory_format)
+    if target.type == DEVICE_TYPE:
+        return to_emu(out, (self.device.index or 0) if target.index is None else target.index)
+    return out if target.type == "cpu" else out.to(target)
+
+
 def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     if dst.shape != src.shape:
         dst.resize_(src.shape)
@@ -508,6 +560,7 @@ def register() -> EmuModule:
         impl.impl("empty_strided", empty_strided, "PrivateUse1")
         impl.impl("_copy_from", _copy_from, "PrivateUse1")
         impl.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
+        impl.impl("_to_copy", _to_copy, "PrivateUse1")
         impl.impl("resize_", _resize_, "PrivateUse1")
         impl.impl("convolution_overrideable", _on_cpu_as(torch.ops.aten.convolution.default, module), "PrivateUse1")
         impl.impl("convolution_backward_overrideable", _on_cpu_as(_convolution_backward, module), "PrivateUse1")
@@ -521,6 +574,7 @@ def register() -> EmuModule:
         for name in _FP32:
             impl.impl(name, _autocast_kernel(name, lower=False), "AutocastPrivateUse1")
         torch.storage._StorageBase.emu = _storage_to_emu  # type: ignore[attr-defined]
+        torch.UntypedStorage.resize_ = _resize_storage(torch.UntypedStorage.resize_)  # type: ignore[method-assign]
         torch.serialization.register_package(5, _location_tag, _restore)  # torch.load onto emu, before torch's own
         fallback = _fallback(module)
         for name in _cpu_kernels_over_composites():
@@ -544,6 +598,37 @@ def _storage_to_emu(self: Any, device: Any = None, non_blocking: bool = False) -
     index = torch.device(device).index if device is not None and not isinstance(device, int) else device
     cpu = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to("cpu", copy=True)
     return to_emu(cpu, 0 if index is None else int(index)).untyped_storage()
+
+
+def _resize_storage(resize: Callable[[Any, int], Any]) -> Callable[[Any, int], Any]:
+    """``UntypedStorage.resize_`` that also resizes ``emu`` storages in place (FSDP2 frees and refills its
+    unsharded parameters this way).
+
+    torch resizes a PrivateUse1 storage through the C++ hooks'
+    ``resizePrivateUse1Bytes``, which torch's Python hooks cannot implement. So
+    the storage's memory is swapped for fresh CPU memory handed to the device
+    (``_swap_data_ptr_`` exchanges memory and size with a storage of zero bytes),
+    its first bytes copied over: the storage object, and every tensor on it, stays.
+    """
+    def resize_(self: Any, size: int) -> Any:
+        if self.device.type != DEVICE_TYPE:
+            return resize(self, size)
+        size = int(size)
+        if size == self.nbytes():
+            return self
+        index = self.device.index or 0
+        fresh = torch.empty(size, dtype=torch.uint8)
+        keep = min(size, self.nbytes())
+        if keep:
+            old = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self)
+            fresh[:keep].copy_(to_cpu_alias(old)[:keep])
+        if self.nbytes():  # give the old memory to an empty storage first: swaps need one side empty
+            self._swap_data_ptr_(to_emu(torch.empty(0, dtype=torch.uint8), index).untyped_storage())
+        if size:
+            self._swap_data_ptr_(to_emu(fresh, index).untyped_storage())
+        return self
+
+    return resize_
 
 
 def _location_tag(storage: Any) -> str | None:

@@ -1,4 +1,5 @@
-"""The emu device itself, in this process: memory, kernels, autograd, autocast, GradScaler, checkpoints, compile."""
+"""The emu device itself, in this process: memory, kernels, autograd, autocast, GradScaler, checkpoints, compile, and
+what FSDP2 and DCP ask of it (storage resize, non-blocking copies to the CPU, streams and events)."""
 
 from __future__ import annotations
 
@@ -205,3 +206,39 @@ def test_the_profiler_sees_emu_work_on_the_cpu_activity():
             (x @ x).sum().item()
     names = {e.key for e in prof.key_averages()}
     assert "emu-range" in names and "aten::mm" in names
+
+
+def test_a_storage_resizes_in_place_as_fsdp2_frees_and_refills_its_parameters():
+    t = torch.arange(4.0, device="emu")
+    storage = t.untyped_storage()
+    storage.resize_(0)  # FSDP2's free_storage
+    assert storage.nbytes() == 0 and t.untyped_storage().nbytes() == 0 and t.shape == (4,)
+    storage.resize_(16)  # FSDP2's alloc_storage: the same storage object, every tensor on it, fresh memory
+    t.copy_(torch.arange(10.0, 14.0))
+    assert torch.equal(t.cpu(), torch.arange(10.0, 14.0)) and t.device.type == "emu"
+    storage.resize_(8)  # shrinking keeps the first bytes
+    assert storage.nbytes() == 8 and torch.equal(t[:2].cpu(), torch.tensor([10.0, 11.0]))
+    cpu = torch.arange(3.0).untyped_storage()
+    cpu.resize_(16)  # other devices' storages: torch's own resize
+    assert cpu.nbytes() == 16
+
+
+def test_a_non_blocking_copy_to_the_cpu_needs_no_pinned_memory():
+    x = torch.arange(6.0).reshape(2, 3)
+    y = x.to("emu").t()  # a strided view
+    got = y.to("cpu", non_blocking=True)  # as torch.distributed.checkpoint copies shards
+    assert got.device.type == "cpu" and torch.equal(got, x.t()) and got.stride() == x.t().stride()
+    half = y.to(torch.float16)
+    assert half.device.type == "emu" and half.dtype == torch.float16 and torch.equal(half.cpu(), x.t().half())
+
+
+def test_streams_and_events_are_torchs_types_on_the_device():
+    module = torch.get_device_module("emu")
+    stream, event = module.Stream(priority=-1), module.Event()
+    assert isinstance(stream, torch.Stream) and isinstance(event, torch.Event) and stream.device.type == "emu"
+    with module.stream(stream):
+        event.record()
+    torch.accelerator.current_stream().wait_event(event)  # FSDP2 mixes them so
+    module.current_stream().wait_stream(stream)
+    event.synchronize()
+    assert event.query()

@@ -150,6 +150,8 @@ def test_conformance_kit_live_mode_passes_on_xla():
     failed = [r for r in results if not r[1]]
     assert not failed, failed
     live = {name: (skipped, detail) for name, _, skipped, detail in results if name.startswith("live")}
+    ranks = live.pop("live ranks")  # the kit's 2-rank checks: skipped on a device without a torch device module
+    assert ranks[0] and "torch has no device module for 'xla'" in ranks[1], ranks
     assert list(live) == list(LIVE_CHECKS), live
     assert not any(skipped for skipped, _ in live.values()), live
     assert live["live setup"][1].startswith("device xla, backend "), live["live setup"]
