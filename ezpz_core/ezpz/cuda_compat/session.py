@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz.cuda_compat.scope import Scope
+from ezpz.primitives.markers import hookimpl
 
 __all__ = ["Session", "run_script"]
 
@@ -27,6 +28,7 @@ class _ModeRecord:
     def __init__(self, script: Path, root: Path) -> None:
         self.script, self.root = script, root
 
+    @hookimpl
     def ezpz_before_init(self, plan: Any) -> Any:
         from ezpz.decisions import LifecycleAction
 
@@ -51,6 +53,7 @@ class Session:
         self.compat: Any = None
         self.report_path: Path | None = None
         self.rank = 0
+        self.globals: dict[str, Any] = {}  # the script's module globals once it has run (runpy's result)
 
     def start(self) -> Any:
         import ezpz.hooks
@@ -76,7 +79,7 @@ class Session:
         """The script as ``__main__``, as ``python SCRIPT ARGS`` would run it (its directory first on sys.path)."""
         sys.argv = [str(self.script), *self.argv]
         sys.path.insert(0, str(self.script.parent))
-        runpy.run_path(str(self.script), run_name="__main__")
+        self.globals = runpy.run_path(str(self.script), run_name="__main__")
 
     def finish(self) -> dict[str, Any] | None:
         """Take the redirections out, write this rank's report, tear down; the report's data (None: never started)."""
