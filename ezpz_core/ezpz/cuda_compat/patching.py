@@ -27,7 +27,7 @@ def scoped(scope: Scope, original: Callable[..., Any], redirect: Redirect,
     if needs is None:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             frame = getframe(1)
-            site = sites.get((frame.f_code, frame.f_lasti), False)
+            site = sites.get((id(frame.f_code), frame.f_lasti), False)
             if site is False:
                 site = lookup(frame)
             if site is None:
@@ -38,7 +38,7 @@ def scoped(scope: Scope, original: Callable[..., Any], redirect: Redirect,
             if not needs(args, kwargs):
                 return original(*args, **kwargs)
             frame = getframe(1)
-            site = sites.get((frame.f_code, frame.f_lasti), False)
+            site = sites.get((id(frame.f_code), frame.f_lasti), False)
             if site is False:
                 site = lookup(frame)
             if site is None:

@@ -1,7 +1,8 @@
 """Which calls are the user's: a call site is redirected only when its file belongs to the script's project.
 
 Decided from the calling frame's file, once per call site (code object and instruction offset, cached), so a
-wrapper on a hot path pays a dict lookup after the first call. Outside the project: the standard library,
+wrapper on a hot path pays a dict lookup after the first call. The cache is keyed by the code object's
+identity (kept alive here): code objects compare equal across files when their text is equal. Outside the project: the standard library,
 every site-packages/dist-packages directory (also one inside the project, such as ``.venv``), torch and ezpz
 itself. A library there asking ``torch.cuda.is_available()`` gets the true answer.
 """
@@ -45,22 +46,25 @@ class Scope:
 
     def __init__(self, root: str) -> None:
         self.root = os.path.realpath(root).rstrip(os.sep) + os.sep
-        self.sites: dict[tuple[Any, int], Site | None] = {}
+        self.sites: dict[tuple[int, int], Site | None] = {}  # (id(code), f_lasti) -> site, None: not the project's
+        self._codes: list[Any] = []  # the code objects keyed by id above, kept alive so no id is reused
         self.redirected: list[Site] = []  # sites with at least one entry, in first-call order
         self._files: dict[str, bool] = {}
         self._outside = _installed_dirs()
 
     def site(self, frame: FrameType) -> Site | None:
         """The :class:`Site` of ``frame``'s current call when it is in the project, else None (cached)."""
-        key = (frame.f_code, frame.f_lasti)
+        code = frame.f_code
+        key = (id(code), frame.f_lasti)
         found = self.sites.get(key, False)
         if found is not False:
             return found  # type: ignore[return-value]
-        file = frame.f_code.co_filename
+        self._codes.append(code)
+        file = code.co_filename
         inside = self._files.get(file)
         if inside is None:
             inside = self._files[file] = self.contains(file)
-        found = Site(file, frame.f_lineno or 0, frame.f_code.co_name, self.redirected) if inside else None
+        found = Site(file, frame.f_lineno or 0, code.co_name, self.redirected) if inside else None
         self.sites[key] = found
         return found
 
