@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ezpz.cuda_compat.context import Compat
-from ezpz.cuda_compat.patching import scoped
+from ezpz.cuda_compat.patching import scoped, scoped_class
 from ezpz.cuda_compat.scope import Site
 
 __all__ = ["MEMORY_CALLS", "install"]
@@ -84,7 +84,8 @@ def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
         original = getattr(cuda, call, None)
         if original is None:
             return
-        c.patches.replace(cuda, call, scoped(c.scope, original, fn))
+        front = scoped_class if isinstance(original, type) else scoped
+        c.patches.replace(cuda, call, front(c.scope, original, fn))
 
     def is_available(site: Site) -> bool:
         site.note("torch.cuda.is_available()", f"True: CUDA requests go to {name}", "different")

@@ -82,3 +82,23 @@ class Patches:
                     delattr(owner, name)
                 except AttributeError:
                     setattr(owner, name, old)
+
+
+def scoped_class(scope: Scope, cls: type, redirect: Redirect) -> type:
+    """A subclass of ``cls`` whose construction runs ``redirect(site, *args, **kwargs)`` for the project's calls.
+
+    Other callers get a plain ``cls`` instance. A subclass, not a function, so that torch's own
+    ``isinstance(x, torch.cuda.Event)`` checks keep working while the name is replaced.
+    """
+    getframe = sys._getframe
+
+    def __new__(kind: type, *args: Any, **kwargs: Any) -> Any:
+        site = scope.site(getframe(1))
+        if site is None:
+            return cls(*args, **kwargs)
+        return redirect(site, *args, **kwargs)
+
+    front = type(cls.__name__, (cls,), {"__new__": __new__, "__module__": cls.__module__,
+                                        "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+                                        "__ezpz_cuda_compat__": True})
+    return front

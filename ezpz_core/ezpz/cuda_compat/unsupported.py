@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ezpz.cuda_compat.context import Compat
-from ezpz.cuda_compat.patching import scoped
+from ezpz.cuda_compat.patching import scoped, scoped_class
 from ezpz.cuda_compat.scope import Site
 from ezpz.errors import EzpzError
 
@@ -56,4 +56,5 @@ def install(c: Compat) -> None:
         for name in ("CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle"):
             original = getattr(torch.cuda, name, None)
             if original is not None:
-                c.patches.replace(torch.cuda, name, scoped(c.scope, original, refuse(f"torch.cuda.{name}", graphs)))
+                front = scoped_class if isinstance(original, type) else scoped
+                c.patches.replace(torch.cuda, name, front(c.scope, original, refuse(f"torch.cuda.{name}", graphs)))
