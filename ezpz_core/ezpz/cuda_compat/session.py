@@ -22,6 +22,11 @@ __all__ = ["Session", "run_script"]
 INSTALLERS = ("tensors", "facade", "amp", "distributed", "loading", "profiler", "unsupported")
 
 
+def installers_for(answers: Any) -> tuple[str, ...]:
+    """The redirections to put in place for the device's answers: none where ``torch.cuda`` drives it already."""
+    return INSTALLERS if answers.redirect else ()
+
+
 class _ModeRecord:
     """The in-process plugin that puts "CUDA-compat mode on" into ``explain()`` (a ``lifecycle`` decision)."""
 
@@ -70,9 +75,8 @@ class Session:
         answers = ask(rt)
         precision = SetupSettings.resolve(os.environ).precision
         self.compat = c = Compat(rt, answers, Scope(str(self.root)), precision_asked=precision)
-        if answers.redirect:
-            for name in INSTALLERS:
-                importlib.import_module(f"ezpz.cuda_compat.{name}").install(c)
+        for name in installers_for(answers):
+            importlib.import_module(f"ezpz.cuda_compat.{name}").install(c)
         return rt
 
     def run(self) -> None:
