@@ -32,13 +32,22 @@ def install(c: Compat) -> None:
         return (len(args) > 1 and asks(args[1])) or ("device" in kwargs and asks(kwargs["device"]))
 
     def move(call: str) -> Any:
+        said: dict[Any, tuple[Any, str, str]] = {}  # what each asked device became, and the report's words
+
+        def words(asked: Any) -> tuple[Any, str, str]:
+            found = said.get(asked)
+            if found is None:
+                found = said[asked] = (devices.same_kind(asked), f"{call}({asked!r})", f"{call}({devices.name!r})")
+            return found
+
         def redirect(site: Site, this: Any, *args: Any, **kwargs: Any) -> Any:
             if args and asks(args[0]):
-                asked, args = args[0], (devices.same_kind(args[0]), *args[1:])
+                target, asked_text, became = words(args[0])
+                args = (target, *args[1:])
             else:
-                asked = kwargs["device"]
-                kwargs["device"] = devices.same_kind(asked)
-            site.note(f"{call}({asked!r})", f"{call}({devices.name!r})", "same")
+                target, asked_text, became = words(kwargs["device"])
+                kwargs["device"] = target
+            site.note(asked_text, became, "same")
             return originals[call](this, *args, **kwargs)
         return redirect
 
@@ -70,10 +79,14 @@ def install(c: Compat) -> None:
         if original is None:
             continue
 
-        def redirect(site: Site, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+        def redirect(site: Site, *args: Any, _name: str = name, _original: Any = original,
+                     _said: dict[Any, tuple[Any, str]] = {}, **kwargs: Any) -> Any:  # noqa: B006 - per factory
             asked = kwargs["device"]
-            kwargs["device"] = devices.same_kind(asked)
-            site.note(f"torch.{_name}(device={asked!r})", f"device={devices.name!r}", "same")
+            found = _said.get(asked)
+            if found is None:
+                found = _said[asked] = (devices.same_kind(asked), f"torch.{_name}(device={asked!r})")
+            kwargs["device"] = found[0]
+            site.note(found[1], f"device={devices.name!r}", "same")
             return _original(*args, **kwargs)
 
         patches.replace(torch, name, scoped(scope, original, redirect, device_kwarg))
