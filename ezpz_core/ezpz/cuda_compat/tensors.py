@@ -48,6 +48,8 @@ def install(c: Compat) -> None:
                 target, asked_text, became = words(kwargs["device"])
                 kwargs["device"] = target
             site.note(asked_text, became, "same")
+            if call == "Module.to":
+                return _keeping_ties(site, this, lambda: originals[call](this, *args, **kwargs), devices.name)
             return originals[call](this, *args, **kwargs)
         return redirect
 
@@ -62,7 +64,7 @@ def install(c: Compat) -> None:
             target = devices.target if device is None else devices.device(device)
             site.note(f"{call}({'' if device is None else repr(device)})", f".to({str(target)!r})", "same")
             if isinstance(this, torch.nn.Module):
-                return torch.nn.Module.to(this, target)
+                return _keeping_ties(site, this, lambda: originals["Module.to"](this, target), devices.name)
             return originals["Tensor.to"](this, target, non_blocking=non_blocking, **kwargs)
 
         patches.replace(owner, "cuda", scoped(scope, original, redirect))
@@ -92,6 +94,35 @@ def install(c: Compat) -> None:
         patches.replace(torch, name, scoped(scope, original, redirect, device_kwarg))
 
     _install_pinning(c)
+
+
+def _keeping_ties(site: Site, module: Any, move: Any, name: str) -> Any:
+    """Run ``move`` (a ``Module.to``) and keep parameters that were one object before it one object after.
+
+    On CUDA ``Module.to`` swaps each parameter's data in place, so a tied weight (``wte.weight =
+    lm_head.weight``) stays tied. Where the device's tensors cannot take a CPU tensor's place in place
+    (PrivateUse1 devices, XLA), torch makes a new Parameter per module and the tie silently breaks; the
+    training then differs from CUDA's. Re-tying restores what the script had on CUDA.
+    """
+    owners: dict[int, list[tuple[Any, str]]] = {}
+    for owner in module.modules():
+        for pname, param in owner._parameters.items():
+            if param is not None:
+                owners.setdefault(id(param), []).append((owner, pname))
+    shared = [places for places in owners.values() if len(places) > 1]
+    result = move()
+    retied = 0
+    for places in shared:
+        first_owner, first_name = places[0]
+        kept = first_owner._parameters[first_name]
+        for owner, pname in places[1:]:
+            if owner._parameters[pname] is not kept:
+                owner._parameters[pname] = kept
+                retied += 1
+    if retied:
+        site.note("Module.to: shared parameters", f"kept tied on {name} ({retied} re-tied: torch untied them "
+                  f"because {name} tensors cannot replace CPU ones in place)", "same")
+    return result
 
 
 def _install_pinning(c: Compat) -> None:
