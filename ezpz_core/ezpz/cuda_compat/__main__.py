@@ -1,5 +1,8 @@
-"""``python -m ezpz.cuda_compat [--project-root DIR] SCRIPT [ARGS...]``: a CUDA-only script, unchanged, on
-the device ezpz chose. The CLI side: it prints the one-line summary on rank 0 (stderr) at exit."""
+"""``python -m ezpz.cuda_compat [--project-root DIR] SCRIPT [ARGS...]``: the command line of the CUDA-compat mode.
+
+The CLI side of :mod:`ezpz.cuda_compat`: it runs the session and prints the one-line summary on rank 0
+(stderr) at exit; the library itself never prints.
+"""
 
 from __future__ import annotations
 

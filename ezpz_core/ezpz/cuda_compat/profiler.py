@@ -1,5 +1,7 @@
-"""NVTX ranges -> ``rt.range`` (the device's own marker and a torch record under the profiler);
-``ProfilerActivity.CUDA`` -> the device's profiler activities."""
+"""NVTX ranges -> ``rt.range``; ``ProfilerActivity.CUDA`` -> the device's profiler activities.
+
+``rt.range`` is the device's own range marker where it has one and a torch record under the profiler.
+"""
 
 from __future__ import annotations
 
