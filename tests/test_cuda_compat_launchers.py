@@ -54,3 +54,25 @@ def test_ddp_project_under_torchrun_on_emu_adopts_the_group_and_averages(tmp_pat
         assert rows[f"DistributedDataParallel(device_ids=[{rank}])"]["behaves"] == "same"
         assert rows["DataLoader(pin_memory=True)"]["behaves"] == "none"
         assert rows["destroy_process_group()"]["became"].startswith("left to ezpz's teardown()")
+
+
+def test_torchrun_style_project_under_mpiexec_gets_the_torchrun_variables(tmp_path):
+    from conftest import mpiexec_unusable, need_tool
+
+    mpiexec = need_tool("mpiexec")
+    why = mpiexec_unusable(mpiexec)
+    if why:
+        pytest.skip(why)
+    proc = subprocess.run(
+        [mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", "2", "-x", "OMP_NUM_THREADS=1", sys.executable,
+         "-m", "ezpz.cuda_compat", str(ROOT / "tests" / "cuda_projects" / "ddp_snapshot" / "train.py"),
+         "--epochs", "2"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env=clean_env(OMP_NUM_THREADS="1", EZPZ_PRECISION="fp32", EZPZ_CUDA_COMPAT_DIR=str(tmp_path / "report")))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert [line.split(":")[0] for line in proc.stdout.splitlines() if line.startswith("epoch")] == [
+        "epoch 1", "epoch 2"]  # one DDP job (rank 0 prints), not two single-process runs
+    for rank in (0, 1):
+        data = json.loads((tmp_path / "report" / f"rank-{rank}.json").read_text())
+        assert data["set_for_the_script"]["RANK"] == str(rank) and data["set_for_the_script"]["WORLD_SIZE"] == "2"
+        rows = {r["call"]: r for r in data["sites"]}
+        assert rows["init_process_group('nccl')"]["became"] == "the group setup() made (gloo, 2 ranks), adopted"

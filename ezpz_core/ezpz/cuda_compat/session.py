@@ -43,6 +43,21 @@ class _ModeRecord:
             "policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to the mode's report"))
 
 
+def torchrun_variables(launch: Any, environ: Any) -> dict[str, str]:
+    """The torchrun variables a CUDA script reads (``RANK``, ``LOCAL_RANK`` ...) that its launcher did not set.
+
+    Scripts written for CUDA are mostly written for torchrun: they decide "is this DDP?" from ``RANK`` and
+    pick their GPU from ``LOCAL_RANK``. Under mpiexec, srun or PALS those are missing, so the mode sets them
+    from the layout ``setup()`` read (for jobs of more than one process; a variable already set is kept).
+    """
+    if launch.world_size < 2:
+        return {}
+    wanted = {"RANK": launch.rank, "WORLD_SIZE": launch.world_size, "LOCAL_RANK": launch.local_rank,
+              "LOCAL_WORLD_SIZE": launch.local_world_size, "GROUP_RANK": launch.node_rank,
+              "MASTER_ADDR": launch.master_addr, "MASTER_PORT": launch.master_port}
+    return {k: str(v) for k, v in wanted.items() if v is not None and k not in environ}
+
+
 class Session:
     """``start()`` (setup and redirections), ``run()`` (the script as ``__main__``), ``finish()`` (report)."""
 
@@ -58,7 +73,8 @@ class Session:
         self.compat: Any = None
         self.report_path: Path | None = None
         self.rank = 0
-        self.globals: dict[str, Any] = {}  # the script's module globals once it has run (runpy's result)
+        self.globals: dict[str, Any] = {}
+        self.exported: dict[str, str] = {}  # the script's module globals once it has run (runpy's result)
 
     def start(self) -> Any:
         import ezpz.hooks
@@ -72,6 +88,8 @@ class Session:
                                               target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
         rt = ezpz.hooks.setup()
         self.rank = rt.rank
+        self.exported = torchrun_variables(rt.plan.launch, os.environ)
+        os.environ.update(self.exported)
         answers = ask(rt)
         precision = SetupSettings.resolve(os.environ).precision
         self.compat = c = Compat(rt, answers, Scope(str(self.root)), precision_asked=precision)
@@ -104,6 +122,7 @@ class Session:
                               if step is not None and step.mark is not None and rt.boundary.installed
                               else (step.name if step is not None else "none")),
             "unsupported": c.unsupported,
+            "set_for_the_script": self.exported,
         }
         self.report_path = report_dir(os.environ, rt.world_size) / f"rank-{rt.rank}.json"
         data = write_report(self.report_path, header, c.scope.redirected)
