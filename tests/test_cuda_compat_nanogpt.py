@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, last_json
 
 sys.path.insert(0, str(ROOT / "tests" / "nanogpt"))
 from nanogpt_run import ARGS, losses, prepare, same_files  # noqa: E402
@@ -54,9 +54,10 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, flo
 @pytest.mark.parametrize("device", ["cpu", "emu"])
 def test_nanogpt_unedited_equals_its_plain_cpu_run(device, tmp_path, plain):
     work = prepare(Path(CHECKOUT), tmp_path)
-    out = run([sys.executable, "-m", "ezpz.cuda_compat", "train.py", *ARGS, "--max_iters=20"], work,
-              EZPZ_DEVICE=device)
+    out = run([sys.executable, str(ROOT / "tests" / "scripts" / "cuda_compat_devices.py"), "train.py", *ARGS,
+               "--max_iters=20"], work, EZPZ_DEVICE=device)
     assert_equal_losses(losses(out), plain[1])
+    assert last_json(out)["param_devices"] == ["cpu" if device == "cpu" else "emu:0"]
     assert same_files(Path(CHECKOUT), work)
     data = json.loads((work / "report" / "rank-0.json").read_text())
     assert data["device"] == device
