@@ -42,7 +42,7 @@ class CudaAnswers:
     (``name``, ``total_memory`` ...). ``streams``/``events``/``graphs``/``pinned_memory``: whether the device
     has them (None: read the device's torch module). ``missing_reduce_ops``: ``ReduceOp`` names the chosen
     collective backend lacks (``AVG`` on gloo: the front reduces with ``SUM`` and divides). ``notes``:
-    ``torch.cuda`` names whose answer here differs from CUDA's, and how (for the report).
+    ``torch.cuda`` names whose answer here differs from CUDA's, and how (copied into the report's header).
     """
 
     reason: str = field(validator=_explained)

@@ -196,7 +196,11 @@ def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
         return contextlib.nullcontext()
 
     answer("is_available", is_available)
-    answer("is_initialized", lambda site: True)
+    def is_initialized(site: Site) -> bool:
+        site.note("torch.cuda.is_initialized()", f"True: {name} is set up", "different")
+        return True
+
+    answer("is_initialized", is_initialized)
     answer("device_count", device_count)
     answer("current_device", current_device)
     answer("set_device", set_device)

@@ -118,6 +118,7 @@ class Session:
             "script": str(self.script), "argv": self.argv, "project_root": str(self.root), "rank": rt.rank,
             "world_size": rt.world_size, "device": c.target, "backend": rt.backend, "precision": rt.amp.dtype,
             "redirecting": answers.redirect, "reason": answers.reason, "answers_from": answers.plugin,
+            "device_notes": dict(answers.notes),
             "step_boundary": (f"{step.name} after every optimizer.step() (EZPZ_STEP_HOOK)"
                               if step is not None and step.mark is not None and rt.boundary.installed
                               else (step.name if step is not None else "none")),
