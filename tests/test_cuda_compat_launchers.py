@@ -54,6 +54,8 @@ def test_ddp_project_under_torchrun_on_emu_adopts_the_group_and_averages(tmp_pat
         assert rows[f"DistributedDataParallel(device_ids=[{rank}])"]["behaves"] == "same"
         assert rows["DataLoader(pin_memory=True)"]["behaves"] == "none"
         assert rows["destroy_process_group()"]["became"].startswith("left to ezpz's teardown()")
+        assert rows["torch.cuda.nvtx.range_push()"]["became"].startswith("rt.range()")
+        assert rows["profile(activities=[..., ProfilerActivity.CUDA])"]["became"].startswith("activities=['CPU']")
 
 
 def test_torchrun_style_project_under_mpiexec_gets_the_torchrun_variables(tmp_path):

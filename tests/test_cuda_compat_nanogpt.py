@@ -5,7 +5,7 @@ naming the variable otherwise. The files are copied byte for byte next to a low-
 (tests/nanogpt/nanogpt_run.py). On the CPU and on emu the losses must equal those of the same script run plainly
 with ``--device=cpu`` (relative difference < 1e-4 at every logged iteration), the loss must fall, the report
 must name each redirected call site, and ``--init_from=resume`` must continue as the plain run continues from
-the same checkpoint. Under torchrun the job runs with gloo in place of nccl. Nothing here ran on a GPU.
+the same checkpoint. Under torchrun the job runs with gloo (cpu) or emuccl (emu) in place of nccl. Nothing here ran on a GPU.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def test_nanogpt_resumes_as_the_plain_run_resumes(tmp_path, plain):
 
 
 @pytest.mark.launcher
-def test_nanogpt_under_torchrun_runs_with_gloo(tmp_path):
+@pytest.mark.parametrize("device, backend", [("cpu", "gloo"), ("emu", "emuccl")])
+def test_nanogpt_under_torchrun_runs_with_gloo_or_emuccl(device, backend, tmp_path):
     from test_real_launchers import free_port
 
     work = prepare(Path(CHECKOUT), tmp_path)
@@ -102,14 +103,14 @@ def test_nanogpt_under_torchrun_runs_with_gloo(tmp_path):
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
          "-m", "ezpz.cuda_compat", "train.py", *ARGS, "--max_iters=10", "--gradient_accumulation_steps=2"],
         cwd=work, capture_output=True, text=True, timeout=600,
-        env=clean_env(EZPZ_CUDA_COMPAT_DIR=str(work / "report")))
+        env=clean_env(EZPZ_DEVICE=device, EZPZ_CUDA_COMPAT_DIR=str(work / "report")))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     found = losses(proc.stdout)
     assert found[10] < found[0], found
     for rank in (0, 1):
         data = json.loads((work / "report" / f"rank-{rank}.json").read_text())
-        assert data["backend"] == "gloo"
+        assert data["backend"] == backend
         rows = {r["call"]: r for r in data["sites"]}
-        assert rows["init_process_group('nccl')"]["became"].startswith("the group setup() made (gloo, 2 ranks)")
+        assert rows["init_process_group('nccl')"]["became"].startswith(f"the group setup() made ({backend}, 2 ranks)")
         assert rows[f"DistributedDataParallel(device_ids=[{rank}])"]["behaves"] == "same"
         assert rows[f"torch.cuda.set_device('cuda:{rank}')"]["behaves"] == "none"
