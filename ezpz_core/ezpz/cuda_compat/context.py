@@ -16,8 +16,6 @@ class Compat:
     """One run of the mode: built by :mod:`.session`, handed to each ``install()``."""
 
     def __init__(self, runtime: Any, answers: CudaAnswers, scope: Scope, *, precision_asked: str) -> None:
-        import torch
-
         self.rt = runtime
         self.answers = answers
         self.scope = scope
@@ -26,7 +24,6 @@ class Compat:
         count = self.module.device_count() if self.module is not None and hasattr(self.module, "device_count") else 1
         self.devices = DeviceMap(runtime.device, local_rank=runtime.local_rank, count=count)
         self.precision_asked = precision_asked  # EZPZ_PRECISION / setup(precision=): "auto" unless the user set one
-        self.torch = torch
         self.unsupported: list[dict[str, Any]] = []
 
     @property

@@ -56,10 +56,11 @@ def site_rows(sites: list[Site]) -> list[dict[str, Any]]:
 
 
 def write_report(path: Path, header: Mapping[str, Any], sites: list[Site]) -> dict[str, Any]:
-    """Write ``header`` plus the site rows to ``path`` (atomically); return what was written."""
+    """Write ``header`` plus the site rows to ``path`` (atomically, secrets scrubbed); return what was written."""
     from ezpz.primitives.atomic_file import write_text_atomically
+    from ezpz.primitives.redact import scrub_data
 
-    data = {**header, "sites": site_rows(sites)}
+    data = scrub_data({**header, "sites": site_rows(sites)})
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(path, json.dumps(data, indent=1, default=str))
     return data
