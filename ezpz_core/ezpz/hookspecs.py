@@ -27,6 +27,7 @@ from ezpz.primitives.markers import hookspec
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
+    from ezpz.cuda_answers import CudaAnswers
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan, StepBoundary
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.failures.signatures import FailureSignature
@@ -44,6 +45,7 @@ __all__ = [
     "ezpz_before_init",
     "ezpz_after_setup",
     "ezpz_failure_signatures",
+    "ezpz_cuda_answers",
 ]
 
 #: Every hook, in the order ``setup()`` calls it -> the record it returns besides None, as
@@ -59,6 +61,7 @@ RETURNS: Mapping[str, str | None] = {
     "ezpz_before_init": "ezpz.decisions:LifecycleAction",
     "ezpz_after_setup": None,
     "ezpz_failure_signatures": "builtins:list",  # of ezpz.failures.signatures.FailureSignature
+    "ezpz_cuda_answers": "ezpz.cuda_answers:CudaAnswers",  # asked by python -m ezpz.cuda_compat, not by setup()
 }
 
 
@@ -256,4 +259,25 @@ def ezpz_failure_signatures() -> list[FailureSignature] | None:
     :return: A list of :class:`~ezpz.failures.signatures.FailureSignature`, or None.
 
     .. versionadded:: 1.0
+    """
+
+
+@hookspec(firstresult=True)
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> CudaAnswers | None:
+    """Say what ``device`` answers when a script written for CUDA asks (``python -m ezpz.cuda_compat``).
+
+    First result. Not called by ``setup()``: the CUDA-compat front asks it once, after ``setup()``, when it
+    runs a CUDA-only script on the device ezpz chose. Answer only for a device your plugin offered, and only
+    where your device differs from what its torch module (``torch.get_device_module``) says: no compute
+    capability, no streams, events or pinned memory, no CUDA graphs, a collective backend without
+    ``ReduceOp.AVG``. Where ``torch.cuda`` itself drives your device, return ``redirect=False``: nothing
+    is redirected and the run is the plain one. Decide from recorded facts; import nothing heavy.
+
+    :param device: The chosen device candidate.
+    :param build: The installed torch's build facts.
+    :param backend: The collective backend ``setup()`` chose (``plan.backend.name``).
+    :return: A :class:`~ezpz.cuda_answers.CudaAnswers` with its reason, or None (then the device's torch
+        module answers).
+
+    .. versionadded:: 1.1
     """

@@ -181,3 +181,22 @@ def ezpz_failure_signatures() -> list[Any]:
     from ezpz.failures.signatures import FailureSignature
 
     return [FailureSignature(pattern=p, kind=k, reason=r, source=s) for p, k, r, s in GLOO_SIGNATURES]
+
+
+@hookimpl(trylast=True)
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+    """What the CPU answers a script written for CUDA (``python -m ezpz.cuda_compat``): no CUDA features."""
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)
+    if facts is None:
+        return None
+    from ezpz.cuda_answers import CudaAnswers
+
+    return CudaAnswers(
+        reason=f"cpu ({facts.model}): no CUDA compute capability, no streams, events, graphs or pinned host memory "
+               "(work runs in issue order on the host)" + ("; gloo has no ReduceOp.AVG" if backend == "gloo" else ""),
+        properties={"name": facts.model, "total_memory": device.total_memory[0] if device.total_memory else 0},
+        streams=False, events=False, graphs=False, pinned_memory=False,
+        missing_reduce_ops=("AVG",) if backend == "gloo" else (),
+    )

@@ -23,6 +23,7 @@ from ezpz.plugin_host.deadline import Call, HookTimeout, called, calling, run_wa
 
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
+    from ezpz.cuda_answers import CudaAnswers
     from ezpz.failures.signatures import FailureSignature
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan, StepBoundary
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
@@ -166,6 +167,9 @@ class Hooks:
                 continue
             found.extend(attr.evolve(s, plugin=name) for s in batch)
         return found
+
+    def cuda_answers(self, device: DeviceCandidate, build: TorchBuild, backend: str) -> tuple[str, CudaAnswers] | None:
+        return self._first("ezpz_cuda_answers", {"device": device, "build": build, "backend": backend})
 
     def after_setup(self, runtime: Runtime) -> None:
         self._call("ezpz_after_setup", {"runtime": runtime}, first=False)

@@ -246,3 +246,17 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
 
     options = compile_policy.compile_options(facts.weakest, build, triton_found=triton_found())
     return choose_compile(options, device=policy.device_label(facts))
+
+
+@hookimpl
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+    """On CUDA the script's CUDA calls are already right: ``python -m ezpz.cuda_compat`` redirects nothing."""
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
+        return None
+    from ezpz.cuda_answers import CudaAnswers
+
+    return CudaAnswers(redirect=False,
+                       reason=f"CUDA is the chosen device ({', '.join(device.names) or 'cuda'}): "
+                              "torch.cuda drives it, so the script's CUDA calls run as written; nothing is redirected")

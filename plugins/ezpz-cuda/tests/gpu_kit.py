@@ -34,6 +34,7 @@ GPU_CHECKS: dict[str, str] = {
     "two ranks on one GPU refused": "test_gpu_two_ranks_on_one_gpu_are_refused",
     "DeepSpeed ZeRO-2": "test_gpu_deepspeed_zero2",
     "CUDA-style trainer against its port": "test_gpu_cuda_style_trainer_matches_its_port",
+    "CUDA-compat mode redirects nothing on CUDA": "test_gpu_cuda_compat_mode_redirects_nothing",
 }
 
 #: NVTX's ``nvtxRangePushA`` returns the new range's 0-based depth, or ``NVTX_NO_PUSH_POP_TRACKING`` (-2) when no

@@ -302,3 +302,19 @@ def test_gpu_cuda_style_trainer_matches_its_port():
     assert ported.returncode == 0, ported.stdout + ported.stderr
     a, b = last_loss(original.stdout), last_loss(ported.stdout)
     assert abs(a - b) <= 0.02 * max(abs(a), 1e-6), (a, b)  # kernels are not bitwise deterministic
+
+
+def test_gpu_cuda_compat_mode_redirects_nothing(tmp_path):
+    """``python -m ezpz.cuda_compat`` where CUDA is chosen: no redirection, the plain run's loss, an empty report."""
+    args = ["--max-iters", "40", "--log-interval", "10"]
+    trainer = str(ROOT / "tests" / "scripts" / "cuda_style_trainer.py")
+    plain = _run([python(), trainer, *args], cwd=tmp_path)
+    compat = _run([python(), "-m", "ezpz.cuda_compat", trainer, *args], cwd=tmp_path,
+                  EZPZ_CUDA_COMPAT_DIR=str(tmp_path / "report"))
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert compat.returncode == 0, compat.stdout + compat.stderr
+    a, b = last_loss(plain.stdout), last_loss(compat.stdout)
+    assert abs(a - b) <= 0.02 * max(abs(a), 1e-6), (a, b)  # kernels are not bitwise deterministic
+    report = json.loads((tmp_path / "report" / "rank-0.json").read_text())
+    assert report["redirecting"] is False and report["sites"] == [] and report["answers_from"] == "cuda", report
+    assert "nothing redirected" in compat.stderr

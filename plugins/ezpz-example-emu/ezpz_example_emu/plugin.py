@@ -188,3 +188,23 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
         collectives.register_backend()
         said += f" and the {collectives.BACKEND} process-group backend (gloo on the emu tensors' CPU memory)"
     return LifecycleAction(reason=said)
+
+
+@hookimpl
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+    """What emu answers a script written for CUDA: no capability, streams, events, graphs or pinned memory;
+    emuccl runs gloo underneath, so no ``ReduceOp.AVG``."""
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)
+    if facts is None:
+        return None
+    from ezpz.cuda_answers import CudaAnswers
+
+    return CudaAnswers(
+        reason="emu keeps its tensors in CPU memory and runs kernels in order on the host: no CUDA compute "
+               "capability, streams, events, graphs or pinned host memory (torch.emu has none of them); "
+               f"{backend} reduces through gloo, which has no ReduceOp.AVG",
+        properties={"name": "emu (example device emulated on the CPU)"},
+        streams=False, events=False, graphs=False, pinned_memory=False, missing_reduce_ops=("AVG",),
+    )

@@ -94,3 +94,14 @@ def test_conformant_when_absent_and_when_asked_for():
     assert_conformant("example-emu", environ={})
     report = assert_conformant("ezpz_example_emu.plugin", environ=ASKED, isolated_import=False)
     assert report["plan with the built-ins"].detail.startswith("device emu, backend emuccl")
+
+
+def test_answers_cuda_questions_for_emu_only():
+    from ezpz.cuda_answers import CudaAnswers
+
+    plan = make_plan(make_host(plugin), environ=ASKED, build=recorded_build("cpu"))
+    answers = plugin.ezpz_cuda_answers(plan.device.candidate, plan.build, plan.backend.name)
+    assert isinstance(answers, CudaAnswers) and answers.redirect and answers.pinned_memory is False
+    assert answers.missing_reduce_ops == ("AVG",) and "emuccl reduces through gloo" in answers.reason
+    cpu = make_plan(make_host(plugin), environ={}, build=recorded_build("cpu"))
+    assert plugin.ezpz_cuda_answers(cpu.device.candidate, cpu.build, cpu.backend.name) is None

@@ -231,3 +231,21 @@ def ezpz_failure_signatures() -> list[Any]:
     from ezpz_tpu.failures import SIGNATURES
 
     return [FailureSignature(pattern=p, kind=k, reason=r, blames_host=b, source=src) for p, k, r, b, src in SIGNATURES]
+
+
+@hookimpl
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+    """What an XLA device answers a script written for CUDA: a lazy device with no CUDA features."""
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
+        return None
+    from ezpz.cuda_answers import CudaAnswers
+
+    return CudaAnswers(
+        reason="XLA records a graph and runs it at the step boundary (torch_xla.sync() after optimizer.step()): "
+               "no CUDA compute capability, streams, events, CUDA graphs or pinned host memory; the all-reduce "
+               "average is taken as SUM then divide, which every XLA backend can do",
+        properties={"name": device.names[0] if device.names else "xla"},
+        streams=False, events=False, graphs=False, pinned_memory=False, missing_reduce_ops=("AVG",),
+    )

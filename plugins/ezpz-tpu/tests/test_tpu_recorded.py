@@ -177,3 +177,17 @@ def test_hlo_lines_differ_only_where_a_step_bakes_a_value_in():
     a, b = hlo_lines(hlo(1.5, 2)), hlo_lines(hlo(1.25, 7))
     assert len(a) == len(b) == 4
     assert [(x, y) for x, y in zip(a, b) if x != y] == [("% = f32[] constant(1.5)", "% = f32[] constant(1.25)")]
+
+
+def test_tpu_answers_cuda_questions_as_a_lazy_device_without_cuda_features(monkeypatch):
+    """Recorded v6e-8 facts through plan(); what ``python -m ezpz.cuda_compat`` would be told (not run on a TPU)."""
+    from ezpz.cuda_answers import CudaAnswers
+
+    environ, _ = rec.TPU_VMS["v6e-8"]
+    plan = _host_plan(environ, monkeypatch)
+    answers = plugin.ezpz_cuda_answers(plan.device.candidate, plan.build, plan.backend.name)
+    assert isinstance(answers, CudaAnswers) and answers.redirect and answers.capability is None
+    assert (answers.streams, answers.events, answers.graphs, answers.pinned_memory) == (False, False, False, False)
+    assert answers.missing_reduce_ops == ("AVG",) and "torch_xla.sync()" in answers.reason
+    cpu = _host_plan({}, monkeypatch)
+    assert plugin.ezpz_cuda_answers(cpu.device.candidate, cpu.build, cpu.backend.name) is None  # not its device

@@ -1,0 +1,40 @@
+"""What every redirection needs: the runtime, the device's answers, the device map, the scope and the undo list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ezpz.cuda_answers import CudaAnswers
+from ezpz.cuda_compat.devices import DeviceMap
+from ezpz.cuda_compat.patching import Patches
+from ezpz.cuda_compat.scope import Scope
+
+__all__ = ["Compat"]
+
+
+class Compat:
+    """One run of the mode: built by :mod:`.session`, handed to each ``install()``."""
+
+    def __init__(self, runtime: Any, answers: CudaAnswers, scope: Scope, *, precision_asked: str) -> None:
+        self.rt = runtime
+        self.answers = answers
+        self.scope = scope
+        self.patches = Patches()
+        self.module = _device_module(runtime.device_type)
+        count = self.module.device_count() if self.module is not None and hasattr(self.module, "device_count") else 1
+        self.devices = DeviceMap(runtime.device, local_rank=runtime.local_rank, count=count)
+        self.precision_asked = precision_asked  # EZPZ_PRECISION / setup(precision=): "auto" unless the user set one
+        self.unsupported: list[dict[str, Any]] = []
+
+    @property
+    def target(self) -> str:
+        return self.devices.name
+
+
+def _device_module(device_type: str) -> Any:
+    import torch
+
+    try:
+        return torch.get_device_module(device_type)
+    except (RuntimeError, AttributeError, ValueError):
+        return None

@@ -1,0 +1,77 @@
+"""The mode's report: every redirected call site, per rank, as JSON under the job directory, and one line.
+
+Where: ``EZPZ_CUDA_COMPAT_DIR`` if set; else next to the attempt's failure records when ``ezpz launch`` runs
+the job (``EZPZ_FAILURE_DIR``'s parent); else ``./ezpz-jobs/cuda-compat/<run id>`` (the launcher's run or job
+id, else this host and the launching process). One file per rank: ``rank-<N>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ezpz.cuda_compat.scope import Site
+
+__all__ = ["BEHAVES", "report_dir", "site_rows", "summary_line", "write_report"]
+
+#: What a redirected call does compared with CUDA: ``same`` job, ``different`` (answered or emulated
+#: otherwise: the row says how), ``none`` (nothing to do on this device: a no-op).
+BEHAVES = ("same", "different", "none")
+
+_RUN_IDS = ("EZPZ_LAUNCH_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")
+
+
+def report_dir(environ: Mapping[str, str], world_size: int) -> Path:
+    """Where every rank of this run writes its report (the same directory on every rank)."""
+    if environ.get("EZPZ_CUDA_COMPAT_DIR"):
+        return Path(environ["EZPZ_CUDA_COMPAT_DIR"])
+    if environ.get("EZPZ_FAILURE_DIR"):
+        return Path(environ["EZPZ_FAILURE_DIR"]).parent / "cuda-compat"
+    run = next((environ[k] for k in _RUN_IDS if environ.get(k)), None)
+    if run is None:
+        launcher = os.getppid() if world_size > 1 else os.getpid()
+        run = f"{socket.gethostname().split('.')[0]}-{launcher}"
+    return Path.cwd() / "ezpz-jobs" / "cuda-compat" / run
+
+
+def site_rows(sites: list[Site]) -> list[dict[str, Any]]:
+    """One row per (call site, call, what it became), in first-call order."""
+    import linecache
+
+    rows: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+    for site in sites:
+        source = linecache.getline(site.file, site.line).strip()
+        for (call, became), (behaves, count) in site.entries.items():
+            row = rows.get((site.file, site.line, call, became))
+            if row is None:  # two calls on one line (x.to('cuda'), y.to('cuda')): one row, counts added
+                rows[(site.file, site.line, call, became)] = row = {
+                    "file": site.file, "line": site.line, "function": site.function, "source": source,
+                    "call": call, "became": became, "behaves": behaves, "count": 0}
+            row["count"] += count
+    return list(rows.values())
+
+
+def write_report(path: Path, header: Mapping[str, Any], sites: list[Site]) -> dict[str, Any]:
+    """Write ``header`` plus the site rows to ``path`` (atomically, secrets scrubbed); return what was written."""
+    from ezpz.primitives.atomic_file import write_text_atomically
+    from ezpz.primitives.redact import scrub_data
+
+    data = scrub_data({**header, "sites": site_rows(sites)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, json.dumps(data, indent=1, default=str))
+    return data
+
+
+def summary_line(data: Mapping[str, Any], path: Path) -> str:
+    """The one line rank 0 prints at exit."""
+    rows = data.get("sites", [])
+    if not data.get("redirecting"):
+        return f"ezpz.cuda_compat: nothing redirected ({data.get('reason')}); report {path}"
+    count = {b: sum(1 for r in rows if r["behaves"] == b) for b in BEHAVES}
+    places = len({(r["file"], r["line"]) for r in rows})
+    return (f"ezpz.cuda_compat: {len(rows)} CUDA calls at {places} call sites redirected to {data.get('device')} "
+            f"({count['same']} same, {count['different']} different, {count['none']} not at all); report {path}")

@@ -1,0 +1,1 @@
+"""A tiny character language model package written for one NVIDIA GPU."""
