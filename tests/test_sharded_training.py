@@ -1,10 +1,11 @@
-"""Sharded training on CPU ranks (gloo, fp32), real launchers: FSDP2 against DDP, and checkpoints across world sizes.
+"""Sharded training on CPU ranks (gloo, fp32), real launchers: rt.shard against DDP, rt.mesh, checkpoints.
 
 One job per launcher checks several things (CI time): 4 ranks under Open MPI's mpiexec train DDP and
-sharded 20 steps (the same losses), then save a checkpoint at step 10, load it into fresh models and
-resume to step 20 (the same parameters as 20 uninterrupted steps: the optimizer state came back);
-2 ranks under torchrun compare again and load that 4-rank checkpoint; one process loads it into a
-plain model. The worker is tests/scripts/sharded_train.py.
+``rt.shard`` 20 steps (the same losses), build a 1-D and a 2x2 mesh, then save a checkpoint at step 10,
+load it into fresh models and resume to step 20 (the same parameters as 20 uninterrupted steps: the
+optimizer state came back); 2 ranks under torchrun compare again, check fp16 loss scaling on sharded
+gradients and load that 4-rank checkpoint; one process loads it into a plain model. Only the CPU ran
+these (no accelerator here). The worker is tests/scripts/sharded_train.py.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ def _rows(proc: subprocess.CompletedProcess[str], world: int) -> list[dict]:
     return rows
 
 
-def _same_losses(rows: list[dict]) -> None:
+def _same_losses(rows: list[dict], world: int) -> None:
+    tp = world // 2
     for row in rows:
+        assert row["meshes"] == f"cpu ({world},) None / cpu (2, {tp}) ('dp', 'tp')", row["meshes"]
+        assert row["meshes_kept"] and row["tp_group_size"] == tp, row
+        assert f"= {6} ranks" in row["wrong_mesh"] and f"the world size, {world}" in row["wrong_mesh"], row
         ddp, sharded = row["ddp"], row["sharded"]
         assert len(ddp) == len(sharded) == 20
         worst = max(abs(a - b) / abs(a) for a, b in zip(ddp, sharded))
@@ -51,16 +56,18 @@ def test_sharded_training_and_checkpoints_across_world_sizes(tmp_path):
         [mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", "4", "-x", "OMP_NUM_THREADS=1",
          sys.executable, SCRIPT, str(tmp_path), "compare,resume"],
         env=_env(), capture_output=True, text=True, timeout=400), 4)
-    _same_losses(four)
+    _same_losses(four, 4)
     for row in four:
         assert row["step"] == 10 and row["latest"] == str(tmp_path / "ck" / "step-000010")
         assert row["untrained_differs"] and row["loaded_equal"] and row["resumed_equal"], row
 
     two = _rows(subprocess.run(
-        [torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()), SCRIPT, str(tmp_path), "compare,load"],
+        [torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()), SCRIPT, str(tmp_path),
+         "compare,scaler,load"],
         env=_env(), capture_output=True, text=True, timeout=400), 2)
-    _same_losses(two)
-    for row in two:
+    _same_losses(two, 2)
+    for row in two:  # an overflow in rank 1's shard alone: every rank skips that step and halves the scale
+        assert row["scaler_skipped"] == [False, True, False] and row["scaler_scales"] == [1024.0, 512.0, 512.0], row
         assert row["step"] == 10 and row["loaded_equal"], row
         assert "DTensor" in row["refused"] and "rt.save_checkpoint(" in row["refused"], row
 

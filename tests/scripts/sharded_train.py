@@ -2,7 +2,10 @@
 
 ``sharded_train.py OUT MODE[,MODE...]``; every rank prints one flat JSON line, rank 0 also writes files under OUT:
 
-* ``compare``: the same model trained 20 steps under DDP and sharded (FSDP2): each rank's losses.
+* ``compare``: the same model trained 20 steps under DDP and ``rt.shard`` (FSDP2): each rank's losses;
+  ``rt.mesh()`` and a 2-D ``rt.mesh(dp=2, tp=...)`` (shape, names, kept), and a wrong one refused.
+* ``scaler``: fp16 parameters (``mp_policy``) and ``rt.grad_scaler``: an overflow in rank 1's shard alone
+  makes every rank skip the step and halve the scale.
 * ``resume``: sharded, 10 steps, ``rt.save_checkpoint(OUT/ck/step-000010)`` (full parameters to
   OUT/saved.pt); a fresh model and optimizer ``rt.load_checkpoint`` it (full parameters equal?) and
   train 10 more steps; the same 20 steps uninterrupted (final full parameters equal?).
@@ -32,16 +35,8 @@ def new_model(seed: int) -> nn.Module:
     return nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 1)).to(rt.device)
 
 
-def sharded(seed: int = 0) -> nn.Module:
-    from torch.distributed.fsdp import fully_shard
-
-    model = new_model(seed)
-    if not rt.distributed:
-        return model
-    for layer in model:
-        if any(True for _ in layer.parameters()):
-            fully_shard(layer)
-    return fully_shard(model)
+def sharded(seed: int = 0, **options) -> nn.Module:
+    return rt.shard(new_model(seed), **options)
 
 
 def ddp(seed: int = 0) -> nn.Module:
@@ -82,6 +77,37 @@ if "compare" in MODES:
     row["ddp"] = train(model, adam(model), range(20))
     model = sharded()
     row["sharded"] = train(model, adam(model), range(20))
+    one_d = rt.mesh()
+    two_d = rt.mesh(dp=2, tp=rt.world_size // 2)
+    row["meshes"] = (f"{one_d.device_type} {tuple(one_d.shape)} {one_d.mesh_dim_names} / {two_d.device_type} "
+                     f"{tuple(two_d.shape)} {two_d.mesh_dim_names}")
+    row["meshes_kept"] = rt.mesh() is one_d and rt.mesh(dp=2, tp=rt.world_size // 2) is two_d
+    row["tp_group_size"] = two_d["tp"].size()
+    try:
+        rt.mesh(dp=3, tp=2)
+        row["wrong_mesh"] = "accepted"
+    except ConfigError as err:
+        row["wrong_mesh"] = str(err)
+if "scaler" in MODES:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    model = sharded(mp_policy=MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float32))
+    opt, scaler = adam(model), rt.grad_scaler(enabled=True, init_scale=1024.0)
+    scales, skipped = [], []
+    for step in range(3):
+        x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1000 * step + rt.rank))
+        loss = F.mse_loss(model(x.to(rt.device)).float(), (x @ TARGET).to(rt.device))
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        if step == 1 and rt.rank == 1:  # an overflow in this rank's shard of one gradient only
+            with torch.no_grad():
+                next(model.parameters()).grad.to_local().fill_(float("inf"))
+        before = full(model)
+        scaler.step(opt)
+        scaler.update()
+        skipped.append(same(before, full(model)))
+        scales.append(scaler.get_scale())
+    row["scaler_skipped"], row["scaler_scales"] = skipped, scales
 if "resume" in MODES:
     model = sharded()
     opt = adam(model)

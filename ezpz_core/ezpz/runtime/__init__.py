@@ -107,6 +107,7 @@ class Runtime:
     """After a SIGTERM: the step every rank stops after (:attr:`preempted`)."""
     stragglers: StragglerWatch | None = field(default=None, repr=False, eq=False)
     """Straggler detection (``EZPZ_STRAGGLER_EVERY``), or None when off or single-process."""
+    _meshes: dict[tuple[tuple[str, int], ...], Any] = field(init=False, factory=dict, repr=False, eq=False)
     boundary: StepMarker = field(repr=False, eq=False)
     """The device's step boundary, once per step: at :meth:`step`, or after ``optimizer.step()`` (:mod:`ezpz.steps.boundary`)."""
 
@@ -249,6 +250,59 @@ class Runtime:
         from ezpz.checkpoints.layout import latest_checkpoint
 
         return latest_checkpoint(parent)
+
+    def mesh(self, **dims: int) -> Any:
+        """A ``torch.distributed`` DeviceMesh on this device: ``rt.mesh()`` one dimension over every rank,
+        ``rt.mesh(dp=2, tp=2)`` named dimensions whose sizes multiply to the world size (else a
+        :class:`~ezpz.errors.ConfigError` naming them, their product and the world size).
+
+        Built once per ``dims`` and kept. Its groups are made as the device's plugin says its backend
+        needs (``explain()["sharding"]``: ``new_group`` where the backend cannot ``split_group``).
+        Needs the process group (several ranks).
+        """
+        key = tuple(dims.items())
+        found = self._meshes.get(key)
+        if found is not None:
+            return found
+        from ezpz.sharding.mesh import build_mesh, mesh_shape
+
+        support = self.plan.mesh
+        if support is not None and support.mesh_unavailable:
+            from ezpz.errors import UnavailableError
+
+            raise UnavailableError(name="rt.mesh()", value=f"a DeviceMesh on {self.device}",
+                                   expected=f"a device torch.distributed meshes run on; here: {support.mesh_unavailable}",
+                                   fix=f"use {support.alternative}" if support.alternative else "use DDP")
+        shape, names = mesh_shape(dims, self.world_size)
+        found = build_mesh(self.device_type, shape, names, split_group=support.split_group if support else None)
+        self._meshes[key] = found
+        return found
+
+    def shard(self, model: Any, mesh: Any = None, **fsdp_options: Any) -> Any:
+        """FSDP2: ``fully_shard`` on each child module with parameters (inside ``ModuleList``/``ModuleDict``
+        too), then on ``model``; returns ``model``, sharded over ``mesh`` (default :meth:`mesh`, 1-D).
+
+        Parameters are gathered in the precision policy's autocast dtype (bf16 or fp16) and gradients
+        reduced in fp32 (``MixedPrecisionPolicy``; its reason in ``explain()["sharding"]``); fp32 policies
+        leave both as stored. With fp16 use :meth:`grad_scaler`: its unscale agrees on overflow over the
+        mesh. Keyword arguments go to every ``fully_shard`` call and win (``mp_policy=``,
+        ``reshard_after_forward=``, ...). One process: ``model`` on :attr:`device`, unsharded. Where FSDP2
+        cannot run (XLA, a torch without it for this device) raises
+        :class:`~ezpz.errors.UnavailableError` naming the alternative. Create the optimizer afterwards.
+        """
+        from ezpz.sharding.fsdp import fsdp2_for, shard_model
+        from ezpz.sharding.precision import shard_precision
+
+        label = self.device_type
+        module = fsdp2_for(self.device_type, label, self.plan.mesh)
+        import torch.distributed as dist
+
+        if not (self.distributed and dist.is_initialized()):
+            if any(p.is_meta for p in model.parameters()):
+                return model
+            return model.to(self.device)
+        return shard_model(model, mesh if mesh is not None else self.mesh(), module,
+                           shard_precision(self.amp, label), **fsdp_options)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""
