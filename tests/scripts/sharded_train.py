@@ -2,8 +2,10 @@
 
 ``sharded_train.py OUT MODE[,MODE...]``; every rank prints one flat JSON line, rank 0 also writes files under OUT:
 
-* ``compare``: the same model trained 20 steps under DDP and ``rt.shard`` (FSDP2): each rank's losses;
+* ``compare``: the same model trained 20 steps under DDP and ``rt.shard`` (FSDP2), both fp32 (``rt.shard``'s own
+  choice under EZPZ_PRECISION=fp32, else ``mp_policy=`` fp32 given): each rank's losses;
   ``rt.mesh()`` and a 2-D ``rt.mesh(dp=2, tp=...)`` (shape, names, kept), and a wrong one refused.
+* ``auto``: ``rt.shard`` in the precision setup() chose, 20 steps under ``rt.autocast()``: the losses.
 * ``scaler``: fp16 parameters (``mp_policy``) and ``rt.grad_scaler``: an overflow in rank 1's shard alone
   makes every rank skip the step and halve the scale.
 * ``resume``: sharded, 10 steps, ``rt.save_checkpoint(OUT/ck/step-000010)`` (full parameters to
@@ -13,6 +15,7 @@
   full parameters equal to OUT/saved.pt?
 """
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -41,14 +44,16 @@ def sharded(seed: int = 0, **options) -> nn.Module:
 
 def ddp(seed: int = 0) -> nn.Module:
     model = new_model(seed)
-    return nn.parallel.DistributedDataParallel(model) if rt.distributed else model
+    ids = [rt.device.index] if rt.device.index is not None else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids) if rt.distributed else model
 
 
-def train(model: nn.Module, opt: torch.optim.Optimizer, steps: range) -> list[float]:
+def train(model: nn.Module, opt: torch.optim.Optimizer, steps: range, autocast: bool = False) -> list[float]:
     losses = []
     for step in steps:  # the batch depends on the step and the rank only: a resumed run sees the same data
         x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1000 * step + rt.rank))
-        loss = F.mse_loss(model(x.to(rt.device)), (x @ TARGET).to(rt.device))
+        with rt.autocast() if autocast else contextlib.nullcontext():
+            loss = F.mse_loss(model(x.to(rt.device)).float(), (x @ TARGET).to(rt.device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -70,12 +75,15 @@ def adam(model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.AdamW(model.parameters(), lr=1e-2)
 
 
-row: dict = {"rank": rt.rank, "world": rt.world_size, "dtype": rt.amp.dtype}
+row: dict = {"rank": rt.rank, "world": rt.world_size, "dtype": rt.amp.dtype, "device": rt.device_type}
 checkpoint = OUT / "ck" / "step-000010"
 if "compare" in MODES:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
     model = ddp()
     row["ddp"] = train(model, adam(model), range(20))
-    model = sharded()
+    fp32 = {} if rt.amp.dtype == "fp32" else {"mp_policy": MixedPrecisionPolicy()}  # fp32 as DDP here; options win
+    model = sharded(**fp32)
     row["sharded"] = train(model, adam(model), range(20))
     one_d = rt.mesh()
     two_d = rt.mesh(dp=2, tp=rt.world_size // 2)
@@ -88,6 +96,12 @@ if "compare" in MODES:
         row["wrong_mesh"] = "accepted"
     except ConfigError as err:
         row["wrong_mesh"] = str(err)
+if "auto" in MODES:  # the device's automatic precision: rt.shard's MixedPrecisionPolicy and rt.autocast()
+    model = sharded()
+    seen: list[str] = []  # the first layer's weight as forward computes with it (after FSDP2's all-gather)
+    model[0].register_forward_pre_hook(lambda module, args: seen.append(str(module.weight.dtype)))
+    row["auto"] = train(model, adam(model), range(20), autocast=True)
+    row["param_dtype"] = seen[0]
 if "scaler" in MODES:
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
