@@ -25,6 +25,7 @@ PUBLIC: tuple[tuple[str, str], ...] = (
     ("ezpz.hooks", "scripts"),
     ("ezpz.runtime", "scripts"),
     ("ezpz.checkpoints", "scripts and launchers"),
+    ("ezpz.sharding.precision", "scripts"),
     ("ezpz.hookspecs", "plugins"),
     ("ezpz.facts", "plugins"),
     ("ezpz.decisions", "plugins"),
