@@ -110,3 +110,14 @@ def test_wrong_state_is_refused_naming_the_input(rt, tmp_path):
         rt.load_checkpoint(path, model=model, step=1)
     with pytest.raises(CheckpointError, match=r"load_checkpoint\(net=\.\.\.\).*'modules': \['model'\]"):
         rt.load_checkpoint(path, net=model)
+
+
+def test_finding_the_latest_checkpoint_imports_no_torch(tmp_path):
+    """A launcher asks where a job resumes without paying for torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ezpz.checkpoints import latest_checkpoint; "
+            f"print(latest_checkpoint({str(tmp_path)!r}), 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["None", "False"], done.stdout + done.stderr

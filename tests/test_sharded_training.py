@@ -80,12 +80,13 @@ def test_sharded_training_and_checkpoints_across_world_sizes(tmp_path):
     _auto_falls(two)
     for row in two:  # an overflow in rank 1's shard alone: every rank skips that step and halves the scale
         assert row["scaler_skipped"] == [False, True, False] and row["scaler_scales"] == [1024.0, 512.0, 512.0], row
-        assert row["step"] == 10 and row["loaded_equal"], row
+        assert row["step"] == 10 and row["loaded_equal"] and row["ddp_loaded_equal"], row
         assert "DTensor" in row["refused"] and "rt.save_checkpoint(" in row["refused"], row
 
     one = _rows(subprocess.run([sys.executable, SCRIPT, str(tmp_path), "load"], env=_env(EZPZ_PRECISION="fp32"),
                                capture_output=True, text=True, timeout=300), 1)
-    assert one[0]["step"] == 10 and one[0]["loaded_equal"] and one[0]["refused"] == "not refused", one
+    assert one[0]["step"] == 10 and one[0]["loaded_equal"] and one[0]["ddp_loaded_equal"], one
+    assert one[0]["refused"] == "not refused", one
 
 
 _GROUP_NAME_PROBE = """

@@ -11,8 +11,8 @@
 * ``resume``: sharded, 10 steps, ``rt.save_checkpoint(OUT/ck/step-000010)`` (full parameters to
   OUT/saved.pt); a fresh model and optimizer ``rt.load_checkpoint`` it (full parameters equal?) and
   train 10 more steps; the same 20 steps uninterrupted (final full parameters equal?).
-* ``load``: a fresh sharded (or, alone, plain) model loads OUT/ck/step-000010 on this world size:
-  full parameters equal to OUT/saved.pt?
+* ``load``: a fresh sharded (or, alone, plain) model, and a DDP one, load OUT/ck/step-000010 on this world
+  size: full parameters equal to OUT/saved.pt? ``rt.save`` of the sharded state dict is refused.
 """
 
 import contextlib
@@ -146,7 +146,11 @@ if "load" in MODES:
     fresh = sharded(seed=1)
     values = rt.load_checkpoint(checkpoint, model=fresh, optim=adam(fresh))
     row["step"] = values["step"]
-    row["loaded_equal"] = same(full(fresh), torch.load(OUT / "saved.pt"))
+    saved = torch.load(OUT / "saved.pt")
+    row["loaded_equal"] = same(full(fresh), saved)
+    replicated = ddp(seed=1)  # the sharded checkpoint into a DDP (or, alone, plain) model and its optimizer
+    rt.load_checkpoint(checkpoint, model=replicated, optim=adam(replicated))
+    row["ddp_loaded_equal"] = same(full(replicated), saved)
     try:
         rt.save(fresh.state_dict(), OUT / f"refused-{rt.rank}.pt")
         row["refused"] = "not refused"

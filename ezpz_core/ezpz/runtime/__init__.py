@@ -260,12 +260,13 @@ class Runtime:
         needs (``explain()["sharding"]``: ``new_group`` where the backend cannot ``split_group``).
         Needs the process group (several ranks).
         """
+        from ezpz.sharding.mesh import build_mesh, mesh_shape
+
+        shape, names = mesh_shape(dims, self.world_size)  # checked first: a bad size is named, never a cache miss
         key = tuple(dims.items())
         found = self._meshes.get(key)
         if found is not None:
             return found
-        from ezpz.sharding.mesh import build_mesh, mesh_shape
-
         support = self.plan.mesh
         if support is not None and support.mesh_unavailable:
             from ezpz.errors import UnavailableError
@@ -273,7 +274,6 @@ class Runtime:
             raise UnavailableError(name="rt.mesh()", value=f"a DeviceMesh on {self.device}",
                                    expected=f"a device torch.distributed meshes run on; here: {support.mesh_unavailable}",
                                    fix=f"use {support.alternative}" if support.alternative else "use DDP")
-        shape, names = mesh_shape(dims, self.world_size)
         found = build_mesh(self.device_type, shape, names, split_group=support.split_group if support else None)
         self._meshes[key] = found
         return found
