@@ -117,6 +117,20 @@ def _on_rank0(step: str, directory: Path, fn: Callable[[], None], distributed: b
                               fix="check the path, its permissions and free space, then save again") from cause
 
 
+def _sync_directory(path: Path) -> None:
+    """``fsync`` a directory, so the renames in it are on disk; a file system that cannot is left as it is."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _values_bytes(sorted_state: _State) -> bytes:
     """The plain values and stateful objects' states as ``torch.save`` bytes, refused unless ``load_checkpoint`` can
     read them back (it loads with ``weights_only=True``: no arbitrary code)."""
@@ -179,6 +193,7 @@ def save_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any])
                 shutil.rmtree(replaced)
             final.rename(replaced)
         staging.rename(final)
+        _sync_directory(final.parent)  # the rename itself survives a crash too
         if replaced.exists():
             shutil.rmtree(replaced, ignore_errors=True)
 
