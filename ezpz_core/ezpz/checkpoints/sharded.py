@@ -62,7 +62,7 @@ class _State:
                              f"(modules here: {', '.join(self.modules) or 'none'})",
                     fix=f"pass the model it optimizes too, e.g. {who}(directory, model=model, {key}={key}); "
                         "create the optimizer after rt.shard()/DDP so it holds the wrapped model's parameters")
-            self.optimizers[key] = (optimizer, found.pop())
+            self.optimizers[key] = (optimizer, str(found.pop()))  # the one module's name (None was refused)
 
     def kinds(self) -> dict[str, list[str]]:
         return {"modules": list(self.modules), "optimizers": list(self.optimizers),

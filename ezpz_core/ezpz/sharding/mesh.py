@@ -53,7 +53,7 @@ def unbound_default_group(split_group: bool | None = None) -> Iterator[None]:
     if dist.is_available() and dist.is_initialized():
         default = dist.group.WORLD
         bound = getattr(default, "bound_device_id", None)
-        if bound is not None:
+        if default is not None and bound is not None:
             splits = split_group
             if splits is None:
                 backend = backend_for_device(default, bound)  # None: this torch cannot say; build as torch would
