@@ -22,7 +22,8 @@ from _util import CHILD_ENV, machine
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "performance.md"
 ORDER = ("bench_cold_start.py", "bench_discovery.py", "bench_syscalls.py", "bench_torchrun_setup.py",
-         "bench_import.py", "bench_setup.py", "bench_hook_deadline.py", "bench_train_step.py", "bench_threads.py",
+         "bench_import.py", "bench_setup.py", "bench_hook_deadline.py", "bench_train_step.py", "bench_shard_step.py",
+         "bench_threads.py",
          "bench_scale.py", "bench_compile.py")
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 HEADER = """## Figures (generated)

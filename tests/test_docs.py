@@ -8,7 +8,8 @@
   entries fail), and every page is in the nav;
 * docs/api.md (mkdocstrings) renders an entry for every class and function of the public modules, with no
   reStructuredText shown verbatim (tests/test_api_doc.py: its tables list every name of each ``__all__``);
-* the complete script in docs/portable-script.md runs, alone and under torchrun.
+* the complete script in docs/portable-script.md runs, alone and under torchrun; its sharded variant runs alone,
+  then resumes from the latest checkpoint under torchrun and under mpiexec.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from conftest import DOCS_TOOLS, clean_env, need_docs_toolchain
+from conftest import DOCS_TOOLS, clean_env, need_docs_toolchain, need_tool
 
 import ezpz.hookspecs
 
@@ -282,6 +283,53 @@ def test_portable_script_runs_as_one_process(tmp_path):
     proc = _run_script(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "rank 0 of 1 on " in proc.stdout and "device: " in proc.stdout, proc.stdout
+
+
+def sharded_script() -> str:
+    text = (DOCS / "portable-script.md").read_text(encoding="utf-8")
+    found = re.search(r"```python[^\n]*\n(.*?)\n```", text[text.index("## The sharded variant"):], flags=re.DOTALL)
+    assert found, "docs/portable-script.md: no ```python block under '## The sharded variant'"
+    return found.group(1) + "\n"
+
+
+def _run_sharded(tmp_path: Path, steps: int, *launcher: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "portable_sharded.py"
+    script.write_text(sharded_script(), encoding="utf-8")
+    return subprocess.run([*launcher, str(script), "--steps", str(steps), "--checkpoint-every", "2"], cwd=tmp_path,
+                          env=clean_env(OMP_NUM_THREADS="1", EZPZ_TIMEOUT="120"), capture_output=True, text=True,
+                          timeout=300)
+
+
+def _checkpoints(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+
+
+def test_sharded_script_runs_alone_and_resumes_from_its_latest_checkpoint(tmp_path):
+    proc = _run_sharded(tmp_path, 3, sys.executable)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rank 0 of 1 on " in proc.stdout and "step 3, loss " in proc.stdout and "resumed" not in proc.stdout
+    assert _checkpoints(tmp_path) == ["step-000002", "step-000003"]
+    proc = _run_sharded(tmp_path, 4, sys.executable)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "resumed from checkpoints/step-000003 at step 3" in proc.stdout, proc.stdout
+    assert _checkpoints(tmp_path) == ["step-000002", "step-000003", "step-000004"]
+
+
+@pytest.mark.launcher
+def test_sharded_script_resumes_on_other_world_sizes_under_torchrun_and_mpiexec(tmp_path):
+    """One process saves; 2 ranks under torchrun resume it sharded; 2 ranks under Open MPI's mpiexec go on."""
+    torchrun, mpiexec = need_tool("torchrun"), need_tool("mpiexec")
+    assert _run_sharded(tmp_path, 2, sys.executable).returncode == 0
+    proc = _run_sharded(tmp_path, 4, torchrun, "--standalone", "--nproc-per-node", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "resumed from" in proc.stdout and "at step 2" in proc.stdout, proc.stdout
+    assert "rank 0 of 2 on " in proc.stdout and "step 4, loss " in proc.stdout, proc.stdout
+    assert "rt.shard(): FSDP2" in proc.stdout, proc.stdout
+    proc = _run_sharded(tmp_path, 6, mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", "2",
+                        "-x", "OMP_NUM_THREADS=1", sys.executable)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "at step 4" in proc.stdout and "rank 0 of 2 on " in proc.stdout and "step 6, loss " in proc.stdout
+    assert _checkpoints(tmp_path) == [f"step-00000{n}" for n in (2, 4, 6)]
 
 
 @pytest.mark.launcher

@@ -40,4 +40,4 @@ def test_planning_calls_the_hooks_in_the_order_they_are_written() -> None:
     make_plan(make_host(recorder), build=recorded_build("cpu"))
     planned = list(dict.fromkeys(called))
     assert planned == list(hookspecs.RETURNS)[: len(planned)]
-    assert planned[-1] == "ezpz_step_boundary"  # the last hook plan() calls; setup() then calls the others
+    assert planned[-1] == "ezpz_mesh_support"  # the last hook plan() calls; setup() then calls the others

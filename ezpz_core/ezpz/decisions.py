@@ -21,6 +21,7 @@ __all__ = [
     "DeviceChoice",
     "Explanation",
     "LifecycleAction",
+    "MeshSupport",
     "PRECISIONS",
     "PrecisionOption",
     "ProfilingSupport",
@@ -180,6 +181,37 @@ class StepBoundary:
 
 
 @frozen(kw_only=True)
+class MeshSupport:
+    """How this device's collective backend builds a ``DeviceMesh``'s groups, and whether FSDP2 runs on it.
+
+    What :meth:`ezpz.runtime.Runtime.mesh` and :meth:`~ezpz.runtime.Runtime.shard` do on this device, from
+    the plugin that offered it (``ezpz_mesh_support``); every field has a default that is torch's own behaviour.
+    """
+
+    reason: str = field(validator=_explained)
+    split_group: bool | None = None
+    """False: the backend cannot ``split_group`` (torch uses it for a device-bound default group), so mesh groups
+    are made with ``new_group``; True: it can; None: ask the backend's ``supports_splitting``, as torch does."""
+    eager_init: bool | None = None
+    """Whether the default group is bound to this rank's device at creation (``init_process_group(device_id=)``:
+    eager init, which ``split_group`` needs); None: the core's default (bound for a per-rank device whose
+    backend is not gloo)."""
+    mesh_unavailable: str = ""
+    """Why a ``torch.distributed`` DeviceMesh cannot be built on this device; empty: it can."""
+    fsdp2_unavailable: str = ""
+    """Why FSDP2 (``fully_shard``) cannot run on this device; empty: it can (where this torch has FSDP2)."""
+    alternative: str = ""
+    """What to use instead where a mesh or FSDP2 is unavailable (named in the refusal)."""
+    sources: tuple[str, ...] = field(default=(), converter=as_tuple)
+    """Where the facts above are documented (issues, release notes, vendor docs)."""
+
+    @classmethod
+    def default(cls, device: str) -> MeshSupport:
+        """The answer for a device no plugin described: torch's own mesh construction and FSDP2."""
+        return cls(reason=f"no plugin described device meshes for {device}: torch's own way")
+
+
+@frozen(kw_only=True)
 class LifecycleAction:
     """What a lifecycle hook did or wants done, said for the trace.
 
@@ -218,6 +250,7 @@ class SetupPlan:
     compile: Any = None  # ezpz.compiling.CompilePolicy; None only in plans built by hand
     threads: Any = None  # ezpz.startup.threads.ThreadsChoice: intra-op CPU threads for this rank
     step: StepBoundary | None = None  # what Runtime.step() calls; None only in plans built by hand (eager)
+    mesh: MeshSupport | None = None  # what Runtime.mesh()/shard() do; None only in plans built by hand (torch's way)
 
 
 @frozen(kw_only=True)

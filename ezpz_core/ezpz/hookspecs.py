@@ -28,7 +28,8 @@ from ezpz.primitives.markers import hookspec
 if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
     from ezpz.cuda_answers import CudaAnswers
-    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan, StepBoundary
+    from ezpz.decisions import (AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, ProfilingSupport, SetupPlan,
+                                StepBoundary)
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.failures.signatures import FailureSignature
     from ezpz.runtime import Runtime
@@ -42,6 +43,7 @@ __all__ = [
     "ezpz_profiling",
     "ezpz_compile_policy",
     "ezpz_step_boundary",
+    "ezpz_mesh_support",
     "ezpz_before_init",
     "ezpz_after_setup",
     "ezpz_failure_signatures",
@@ -58,6 +60,7 @@ RETURNS: Mapping[str, str | None] = {
     "ezpz_profiling": "ezpz.decisions:ProfilingSupport",
     "ezpz_compile_policy": "ezpz.compiling:CompilePolicy",
     "ezpz_step_boundary": "ezpz.decisions:StepBoundary",
+    "ezpz_mesh_support": "ezpz.decisions:MeshSupport",
     "ezpz_before_init": "ezpz.decisions:LifecycleAction",
     "ezpz_after_setup": None,
     "ezpz_failure_signatures": "builtins:list",  # of ezpz.failures.signatures.FailureSignature
@@ -207,6 +210,35 @@ def ezpz_step_boundary(device: DeviceCandidate, build: TorchBuild) -> StepBounda
         ``optimizer.step()`` unless ``EZPZ_STEP_HOOK=0`` (once per step).
 
     .. versionadded:: 1.0
+    """
+
+
+@hookspec(firstresult=True)
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
+    """Say how ``backend`` builds a ``DeviceMesh``'s groups on ``device``, and whether FSDP2 runs there.
+
+    First result. Answer only for a device your plugin offered. :meth:`ezpz.runtime.Runtime.mesh` and
+    :meth:`~ezpz.runtime.Runtime.shard` act on the answer; without one they do what torch does. Say,
+    from recorded facts with their ``sources``:
+
+    - ``split_group=False`` when the backend cannot split a group (torch's ``DeviceMesh`` calls
+      ``split_group`` for a device-bound default group; the mesh's groups are then made with ``new_group``);
+    - ``eager_init`` when the backend wants (True) or must not have (False) the default group bound to the
+      rank's device at creation (``init_process_group(device_id=...)``);
+    - ``mesh_unavailable``/``fsdp2_unavailable`` with the ``alternative`` where the device cannot run a
+      ``torch.distributed`` mesh or FSDP2 at all (XLA: torch_xla's SPMD); ``rt.shard`` refuses by name.
+
+    A PrivateUse1 backend (a ``ProcessGroup`` of the plugin's own) must provide what mesh and FSDP2 use:
+    a group name torch can resolve (``ProcessGroup name not set`` otherwise), ``new_group`` (or
+    ``split_group``), and the collectives ``all_gather_into_tensor``, ``reduce_scatter_tensor``,
+    ``all_reduce`` and ``broadcast`` on device tensors.
+
+    :param device: The chosen device candidate.
+    :param build: The installed torch's build facts.
+    :param backend: The collective backend chosen for it.
+    :return: A :class:`~ezpz.decisions.MeshSupport`, or None.
+
+    .. versionadded:: 1.1
     """
 
 

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ezpz import hooks
 from ezpz.errors import ConfigError, SetupError
-from ezpz.primitives.torch_private import fsdp2
 
 if TYPE_CHECKING:
     import torch
@@ -415,17 +414,6 @@ def _torch_dtype(dtype: Any) -> Any:
     return getattr(torch, name)
 
 
-def _shard_units(model: Any) -> Iterator[Any]:
-    """Children to shard before the root: each child with parameters, looking inside ModuleList/ModuleDict."""
-    import torch
-
-    for child in model.children():
-        if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):
-            yield from (c for c in child.children() if any(True for _ in c.parameters()))
-        elif any(True for _ in child.parameters()):
-            yield child
-
-
 def wrap_model(
     model: Any, use_fsdp: bool = False, dtype: Any = None, device_mesh: Any = None,
     reshard_after_forward: bool | int = True, device_id: Any = None,
@@ -456,26 +444,24 @@ def wrap_model(
 
         ids = [device.index] if device.type != "cpu" and device.index is not None else None
         return DistributedDataParallel(model, device_ids=ids)
-    fsdp = fsdp2()
-    if fsdp is None or (device.type == "cpu" and fsdp.__name__ != "torch.distributed.fsdp"):
-        from ezpz.errors import UnavailableError
+    from ezpz.sharding.fsdp import fsdp2_for, shard_model
+    from ezpz.sharding.precision import ShardPrecision
 
-        raise UnavailableError(
-            name="wrap_model(use_fsdp=True)", value=f"torch {torch.__version__} on {device.type}",
-            expected="a torch with FSDP2 for this device (torch.distributed.fsdp.fully_shard; the older "
-                     "torch.distributed._composable.fsdp creates CUDA streams, so not on the CPU: seen on 2.4.1)",
-            fix="use DDP (use_fsdp=False), or a newer torch")
-    fully_shard, MixedPrecisionPolicy = fsdp.fully_shard, fsdp.MixedPrecisionPolicy
-
+    module = fsdp2_for(device.type, str(device), rt.plan.mesh if rt is not None else None, who="wrap_model(use_fsdp=True)")
     if device_mesh is None:
-        from ezpz.original.meshes import init_device_mesh_safe
+        if rt is not None:
+            device_mesh = rt.mesh()
+        else:
+            from ezpz.original.meshes import init_device_mesh_safe
 
-        device_mesh = init_device_mesh_safe(device.type, (dist.get_world_size(),))
+            device_mesh = init_device_mesh_safe(device.type, (dist.get_world_size(),))
     param_dtype = _torch_dtype(dtype)
-    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32 if param_dtype else None)
-    for unit in list(_shard_units(model)):
-        fully_shard(unit, mesh=device_mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
-    return fully_shard(model, mesh=device_mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(param_dtype)
+    precision = ShardPrecision(param_dtype=name, reduce_dtype="fp32" if name else None, grad_scaler=False,
+                               reason=f"wrap_model(dtype={dtype!r})")
+    options = ({"mp_policy": module.MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)}
+               if param_dtype is not None and name is None else {})  # fp32, fp64: as asked
+    return shard_model(model, device_mesh, module, precision, reshard_after_forward=reshard_after_forward, **options)
 
 
 def seed_everything(seed: int) -> None:

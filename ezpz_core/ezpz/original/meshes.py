@@ -10,11 +10,11 @@ varying fastest. :func:`build_parallel_mesh` builds the same layout as one
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ezpz.errors import ConfigError, UnavailableError
-from ezpz.primitives.torch_private import backend_for_device, flatten_mesh
+from ezpz.primitives.torch_private import flatten_mesh
 
 if TYPE_CHECKING:
     from ezpz.runtime import Runtime
@@ -50,32 +50,14 @@ def build_parallel_mesh(runtime: Runtime, sizes: Mapping[str, int]) -> Any:
     return init_device_mesh_safe(runtime.device_type, (dp, pp, cp, tp), mesh_dim_names=MESH_DIMS)
 
 
-@contextlib.contextmanager
-def _unbound_default_group() -> Iterator[None]:
-    """Let mesh code use ``new_group`` when the default group is device-bound but its backend cannot split.
+def _unbound_default_group() -> contextlib.AbstractContextManager[None]:
+    """:func:`ezpz.sharding.mesh.unbound_default_group` with the device plugin's answer, when setup() ran."""
+    from ezpz import hooks
+    from ezpz.sharding.mesh import unbound_default_group
 
-    torch prefers ``split_group`` for a device-bound default group; a backend
-    without splitting support (xccl today) then raises. This checks the
-    backend's own ``supports_splitting`` capability, not a vendor name, and
-    restores the binding afterwards.
-    """
-    import torch.distributed as dist
-
-    group, saved = None, None
-    if dist.is_available() and dist.is_initialized():
-        default = dist.group.WORLD
-        bound = getattr(default, "bound_device_id", None)
-        if bound is not None:
-            backend = backend_for_device(default, bound)  # None: this torch cannot say; build as torch would
-            splits = backend is None or bool(getattr(backend, "supports_splitting", True))
-            if not splits:
-                group, saved = default, bound
-                group.bound_device_id = None
-    try:
-        yield
-    finally:
-        if group is not None:
-            group.bound_device_id = saved
+    rt = hooks.get_runtime()
+    support = rt.plan.mesh if rt is not None else None
+    return unbound_default_group(support.split_group if support is not None else None)
 
 
 def init_device_mesh_safe(device_type: str, mesh_shape: tuple[int, ...], *,

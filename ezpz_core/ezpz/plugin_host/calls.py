@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
     from ezpz.cuda_answers import CudaAnswers
     from ezpz.failures.signatures import FailureSignature
-    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan, StepBoundary
+    from ezpz.decisions import (AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, ProfilingSupport, SetupPlan,
+                                StepBoundary)
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.plugin_host.host import PluginHost
     from ezpz.runtime import Runtime
@@ -147,6 +148,10 @@ class Hooks:
 
     def step_boundary(self, device: DeviceCandidate, build: TorchBuild) -> tuple[str, StepBoundary] | None:
         return self._first("ezpz_step_boundary", {"device": device, "build": build})
+
+    def mesh_support(self, device: DeviceCandidate, build: TorchBuild,
+                     backend: BackendChoice) -> tuple[str, MeshSupport] | None:
+        return self._first("ezpz_mesh_support", {"device": device, "build": build, "backend": backend})
 
     def before_init(self, plan: SetupPlan) -> list[tuple[str, LifecycleAction]]:
         return self._call("ezpz_before_init", {"plan": plan}, first=False)

@@ -77,7 +77,8 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
     PrivateName(
         "torch.distributed.ProcessGroup._get_backend", (_HERE,),
         "the backend object of a group for one device: whether it is gloo (and its worker count) for "
-        "ezpz.primitives.gloo_quiesce, and whether it supports_splitting for init_device_mesh_safe",
+        "ezpz.primitives.gloo_quiesce, and whether it supports_splitting for rt.mesh() and init_device_mesh_safe "
+        "(where the device's plugin leaves it to the backend: ezpz.sharding.mesh)",
         "gloo is recognised by the public torch.distributed.get_backend(group) name, with gloo's default worker "
         "count; a mesh is built the way torch builds it (splitting assumed supported)"),
     PrivateName(
@@ -91,10 +92,10 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "(HSDP) instead, or use a torch that has it", absent_in=("2.4.1",)),
     PrivateName(
         "torch.distributed._composable.fsdp", (_HERE,),
-        "FSDP2 (fully_shard, MixedPrecisionPolicy) for the original ezpz's wrap_model(use_fsdp=True) on a torch "
-        "from before its public torch.distributed.fsdp home (2.6); the public module is tried first",
-        "wrap_model(use_fsdp=True) raises UnavailableError naming this torch (also on the CPU with this older "
-        "FSDP2, which creates CUDA streams); DDP (use_fsdp=False) works on every torch"),
+        "FSDP2 (fully_shard, MixedPrecisionPolicy) for rt.shard() and the original ezpz's wrap_model(use_fsdp=True) "
+        "on a torch from before its public torch.distributed.fsdp home (2.6); the public module is tried first",
+        "rt.shard() and wrap_model(use_fsdp=True) raise UnavailableError naming this torch (also on the CPU with "
+        "this older FSDP2, which creates CUDA streams); DDP works on every torch"),
     PrivateName(
         "torch.xpu._is_compiled", ("ezpz_core/ezpz/probes/torch_build.py",),
         "whether torch was built with XPU, read without starting the XPU runtime (is_available() starts it)",

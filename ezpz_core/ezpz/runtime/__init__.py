@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ from ezpz.steps.clock import StepClock
 from ezpz.primitives.torch_private import profiler_enabled
 from ezpz.steps.boundary import StepMarker
 
+if TYPE_CHECKING:
+    from pathlib import Path
 if TYPE_CHECKING:  # the exchange (with statistics, decimal, fractions) loads only when setup() makes one: world > 1
     from ezpz.steps.straggler_exchange import StragglerWatch
 
@@ -104,6 +107,7 @@ class Runtime:
     """After a SIGTERM: the step every rank stops after (:attr:`preempted`)."""
     stragglers: StragglerWatch | None = field(default=None, repr=False, eq=False)
     """Straggler detection (``EZPZ_STRAGGLER_EVERY``), or None when off or single-process."""
+    _meshes: dict[tuple[tuple[str, int], ...], Any] = field(init=False, factory=dict, repr=False, eq=False)
     boundary: StepMarker = field(repr=False, eq=False)
     """The device's step boundary, once per step: at :meth:`step`, or after ``optimizer.step()`` (:mod:`ezpz.steps.boundary`)."""
 
@@ -197,13 +201,108 @@ class Runtime:
         On a lazy device the plugin brings every tensor in ``obj`` to the host in one transfer first
         (``explain()["step"]``; on XLA one graph run for all of them instead of one per tensor), so the file
         holds CPU tensors; on eager devices it is ``torch.save`` itself. Keyword arguments go to ``torch.save``.
+        A state dict holding sharded tensors (an FSDP2 model's) is refused, naming :meth:`save_checkpoint`:
+        ``torch.save`` would write this rank's shard alone.
         """
+        from ezpz.checkpoints.refusal import refuse_sharded
+
+        refuse_sharded(obj)
         to_host = self.plan.step.to_host if self.plan.step is not None else None
         if to_host is not None:
             obj = to_host(obj)
         import torch
 
         torch.save(obj, f, **kwargs)
+
+    def save_checkpoint(self, directory: str | os.PathLike[str], **state: Any) -> Path:
+        """Save ``state`` as a sharded checkpoint at ``directory``; every rank calls it, with the same names.
+
+        ``state`` holds modules (plain, DDP, FSDP2), optimizers (with the module they optimize),
+        objects with ``state_dict``/``load_state_dict`` (schedulers, grad scalers) and plain values
+        (``step=10``). Written through ``torch.distributed.checkpoint`` (each rank its shard) into a
+        hidden sibling, whose completion marker is written last before it is renamed to ``directory``:
+        a directory with that name is complete. Name directories with
+        :func:`ezpz.checkpoints.checkpoint_name` (``step-000010``) so :meth:`latest_checkpoint` finds
+        them. ``directory`` must be on a file system every rank sees. Collectives run under the process
+        group's timeout (``EZPZ_TIMEOUT``). Returns the checkpoint's path. See ``docs/checkpoints.md``.
+        """
+        from ezpz.checkpoints.sharded import save_checkpoint
+
+        return save_checkpoint(directory, state)
+
+    def load_checkpoint(self, directory: str | os.PathLike[str], **state: Any) -> dict[str, Any]:
+        """Restore the modules, optimizers and stateful objects in ``state`` in place; return the plain values.
+
+        Pass each under the name it was saved with; the world size may differ from the one that saved
+        (shards are re-cut for this one). A missing or incomplete ``directory`` raises
+        :class:`~ezpz.errors.CheckpointError` naming it, what it lacks and the fix.
+        """
+        from ezpz.checkpoints.sharded import load_checkpoint
+
+        return load_checkpoint(directory, state)
+
+    @staticmethod
+    def latest_checkpoint(parent: str | os.PathLike[str]) -> Path | None:
+        """The complete checkpoint under ``parent`` with the highest step (``step-000020``), or None.
+
+        The same as :func:`ezpz.checkpoints.latest_checkpoint`, which needs no torch.
+        """
+        from ezpz.checkpoints.layout import latest_checkpoint
+
+        return latest_checkpoint(parent)
+
+    def mesh(self, **dims: int) -> Any:
+        """A ``torch.distributed`` DeviceMesh on this device: ``rt.mesh()`` one dimension over every rank,
+        ``rt.mesh(dp=2, tp=2)`` named dimensions whose sizes multiply to the world size (else a
+        :class:`~ezpz.errors.ConfigError` naming them, their product and the world size).
+
+        Built once per ``dims`` and kept. Its groups are made as the device's plugin says its backend
+        needs (``explain()["sharding"]``: ``new_group`` where the backend cannot ``split_group``).
+        Needs the process group (several ranks).
+        """
+        from ezpz.sharding.mesh import build_mesh, mesh_shape
+
+        shape, names = mesh_shape(dims, self.world_size)  # checked first: a bad size is named, never a cache miss
+        key = tuple(dims.items())
+        found = self._meshes.get(key)
+        if found is not None:
+            return found
+        support = self.plan.mesh
+        if support is not None and support.mesh_unavailable:
+            from ezpz.errors import UnavailableError
+
+            raise UnavailableError(name="rt.mesh()", value=f"a DeviceMesh on {self.device}",
+                                   expected=f"a device torch.distributed meshes run on; here: {support.mesh_unavailable}",
+                                   fix=f"use {support.alternative}" if support.alternative else "use DDP")
+        found = build_mesh(self.device_type, shape, names, split_group=support.split_group if support else None)
+        self._meshes[key] = found
+        return found
+
+    def shard(self, model: Any, mesh: Any = None, **fsdp_options: Any) -> Any:
+        """FSDP2: ``fully_shard`` on each child module with parameters (inside ``ModuleList``/``ModuleDict``
+        too), then on ``model``; returns ``model``, sharded over ``mesh`` (default :meth:`mesh`, 1-D).
+
+        Parameters are gathered in the precision policy's autocast dtype (bf16 or fp16) and gradients
+        reduced in fp32 (``MixedPrecisionPolicy``; its reason in ``explain()["sharding"]``); fp32 policies
+        leave both as stored. With fp16 use :meth:`grad_scaler`: its unscale agrees on overflow over the
+        mesh. Keyword arguments go to every ``fully_shard`` call and win (``mp_policy=``,
+        ``reshard_after_forward=``, ...). One process: ``model`` on :attr:`device`, unsharded. Where FSDP2
+        cannot run (XLA, a torch without it for this device) raises
+        :class:`~ezpz.errors.UnavailableError` naming the alternative. Create the optimizer afterwards.
+        """
+        from ezpz.sharding.fsdp import fsdp2_for, shard_model
+        from ezpz.sharding.precision import shard_precision
+
+        label = self.device_type
+        module = fsdp2_for(self.device_type, label, self.plan.mesh)
+        import torch.distributed as dist
+
+        if not (self.distributed and dist.is_initialized()):
+            if any(p.is_meta for p in model.parameters()):
+                return model
+            return model.to(self.device)
+        return shard_model(model, mesh if mesh is not None else self.mesh(), module,
+                           shard_precision(self.amp, label), **fsdp_options)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 
 from ezpz.plugin_host.calls import Hooks
 from ezpz.startup.environ import snapshot
-from ezpz.decisions import AmpPolicy, BackendChoice, Decision, ProfilingSupport, SetupPlan, StepBoundary
+from ezpz.decisions import AmpPolicy, BackendChoice, Decision, MeshSupport, ProfilingSupport, SetupPlan, StepBoundary
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.decisions import Explanation
 from ezpz.facts import Alternative, DeviceCandidate, LaunchEnv, Rejection, TorchBuild
@@ -88,11 +88,14 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     compile_policy = _compile_policy(hooks, cand, build, settings)
     step_answer = hooks.step_boundary(cand, build)
     step = step_answer[1] if step_answer else StepBoundary.eager(cand.label)
+    mesh_answer = hooks.mesh_support(cand, build, backend)
+    mesh = mesh_answer[1] if mesh_answer else MeshSupport.default(cand.device_type)
     from ezpz.startup.threads import choose_threads, probe_thread_facts
 
     threads = choose_threads(probe_thread_facts(environ, launch.local_world_size, launch.launcher))
     return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
-                     timeout_s=settings.timeout_s, compile=compile_policy, threads=threads, step=step)
+                     timeout_s=settings.timeout_s, compile=compile_policy, threads=threads, step=step,
+                     mesh=mesh)
 
 
 def _compile_policy(hooks: Hooks, cand: DeviceCandidate, build: TorchBuild, settings: SetupSettings):  # type: ignore[no-untyped-def]
@@ -184,6 +187,15 @@ def _step_decision(plan: SetupPlan, settings: SetupSettings) -> tuple[Decision, 
         details=details),)
 
 
+def _sharding_decision(plan: SetupPlan) -> tuple[Decision, ...]:
+    """What rt.mesh() and rt.shard() do here: the mesh's groups, FSDP2 or its refusal, the mixed precision."""
+    if plan.mesh is None:
+        return ()
+    from ezpz.sharding.explained import sharding_decision
+
+    return (sharding_decision(plan.mesh, plan.amp, plan.device.candidate.device_type),)
+
+
 def _hang_decision(settings: SetupSettings, timeout_s: float) -> Decision:
     """The hang-budget policy in force (the learned value is in a ``hang`` failure record, when one is written)."""
     from ezpz.inputs.settings import HangSettings
@@ -243,6 +255,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
                  f"ranges {plan.profiling.marker or 'torch record_function only'}", reason=plan.profiling.reason),
         *_compile_decision(plan),
         *_step_decision(plan, settings),
+        *_sharding_decision(plan),
         Decision(topic="timeout", chosen=f"{plan.timeout_s:g}s", reason=f"from {settings.timeout_from}"),
         _hang_decision(settings, plan.timeout_s),
         Decision(topic="attempt", chosen=str(settings.attempt), reason=f"from {settings.attempt_from}",

@@ -70,7 +70,8 @@ def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None
 
         prefix = rdzv.open()
         kwargs = {}
-        if plan.device.index is not None and plan.backend.name != "gloo":
+        eager = plan.mesh.eager_init if plan.mesh is not None else None  # the device plugin's word, else ours
+        if plan.device.index is not None and (eager if eager is not None else plan.backend.name != "gloo"):
             kwargs["device_id"] = torch.device(plan.device.torch_device)
         dist.init_process_group(backend=plan.backend.name, store=prefix, rank=launch.rank,
                                 world_size=launch.world_size, timeout=_dt.timedelta(seconds=plan.timeout_s), **kwargs)

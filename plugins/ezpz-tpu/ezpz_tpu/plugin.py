@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ezpz.compiling import CompilePolicy
-    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan, StepBoundary
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, ProfilingSupport, SetupPlan, StepBoundary
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "ezpz_before_init",
     "ezpz_compile_policy",
     "ezpz_failure_signatures",
+    "ezpz_mesh_support",
     "ezpz_probe_devices",
     "ezpz_profiling",
     "ezpz_select_backend",
@@ -187,6 +188,30 @@ def ezpz_step_boundary(device: DeviceCandidate, build: TorchBuild) -> StepBounda
                "(torch_xla is imported on the first step, after PJRT_DEVICE is set); torch_xla's compile "
                "counter (UncachedCompile, CompileTime) tells a step that compiles anew every time",
     )
+
+
+#: Where torch_xla documents its sharded data parallelism (its own FSDP, and FSDPv2 over SPMD).
+SPMD_SOURCES = ("https://docs.pytorch.org/xla/release/r2.8/perf/fsdp_spmd.html",
+                "https://docs.pytorch.org/xla/release/r2.7/perf/spmd_basic.html")
+
+
+@hookimpl
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
+    """FSDP2 is not XLA's way to shard: rt.shard refuses, naming torch_xla's SPMD (FSDPv2)."""
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)
+    if facts is None:
+        return None
+    from ezpz.decisions import MeshSupport
+
+    return MeshSupport(
+        fsdp2_unavailable=("torch's fully_shard runs on eager devices; torch_xla documents its own sharded data "
+                           "parallelism for XLA devices (XlaFullyShardedDataParallel, and FSDPv2 over SPMD), not FSDP2"),
+        alternative=("torch_xla's SPMD: FSDPv2 (torch_xla.experimental.spmd_fully_sharded_data_parallel."
+                     "SpmdFullyShardedDataParallel) over a torch_xla.distributed.spmd Mesh with an 'fsdp' axis"),
+        sources=SPMD_SOURCES,
+        reason=f"{facts.label} is an XLA device: ops are traced into graphs that torch_xla's SPMD partitioner shards")
 
 
 @hookimpl

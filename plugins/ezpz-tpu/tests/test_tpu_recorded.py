@@ -191,3 +191,27 @@ def test_tpu_answers_cuda_questions_as_a_lazy_device_without_cuda_features(monke
     assert answers.missing_reduce_ops == ("AVG",) and "torch_xla.sync()" in answers.reason
     cpu = _host_plan({}, monkeypatch)
     assert plugin.ezpz_cuda_answers(cpu.device.candidate, cpu.build, cpu.backend.name) is None  # not its device
+
+
+def test_rt_shard_refuses_on_a_recorded_tpu_naming_spmd(monkeypatch):
+    """From the recorded v6e-8 VM's plan (no TPU, no torch_xla here): FSDP2 is refused, SPMD named."""
+    import torch
+
+    from ezpz.decisions import Explanation
+    from ezpz.errors import UnavailableError
+    from ezpz.runtime import Runtime
+    from ezpz.sharding.explained import sharding_decision
+
+    environ, _ = rec.TPU_VMS["v6e-8"]
+    plan = _host_plan(environ, monkeypatch)
+    support = plan.mesh
+    assert support.fsdp2_unavailable and "SpmdFullyShardedDataParallel" in support.alternative
+    assert all(s.startswith("https://docs.pytorch.org/xla/") for s in support.sources) and support.sources
+    decision = sharding_decision(support, plan.amp, "xla")
+    assert decision.chosen == "rt.shard() refuses on xla; mesh groups as torch makes them (split_group where the " \
+                              "backend says it supports splitting)"
+    rt = Runtime.from_plan(plan, Explanation(decisions=()), device=torch.device("cpu"))  # no torch_xla to make xla
+    with pytest.raises(UnavailableError) as err:
+        rt.shard(torch.nn.Linear(2, 2))
+    said = str(err.value)
+    assert "rt.shard(model)" in said and "FSDP2 on xla" in said and "use torch_xla's SPMD: FSDPv2" in said

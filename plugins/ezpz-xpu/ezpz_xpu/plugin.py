@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ezpz.compiling import CompilePolicy
-    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "ezpz_before_init",
     "ezpz_compile_policy",
     "ezpz_failure_signatures",
+    "ezpz_mesh_support",
     "ezpz_probe_devices",
     "ezpz_profiling",
     "ezpz_select_backend",
@@ -131,6 +132,18 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
         reason="torch.profiler XPU activity; this torch has no ITT (torch.profiler.itt.is_available() is False), "
                "so ranges are torch record_function only; memory from torch.xpu",
     )
+
+
+@hookimpl
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
+    """xccl cannot split groups: DeviceMesh's groups by new_group (:func:`ezpz_xpu.policy.mesh_support`)."""
+    from ezpz.plugin_kit import facts_if_ours
+
+    if facts_if_ours(device, FACTS) is None:
+        return None  # not our device: the plugin that offered it answers
+    from ezpz_xpu import policy
+
+    return policy.mesh_support(backend.name, build.version)
 
 
 @hookimpl

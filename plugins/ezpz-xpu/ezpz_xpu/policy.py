@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from attrs import frozen
-from ezpz.decisions import BackendOption, PrecisionOption
+from ezpz.decisions import BackendOption, MeshSupport, PrecisionOption
 from ezpz.errors import ConfigError
 from ezpz.facts import DeviceCandidate, ProbeReport, TorchBuild
 from ezpz.plugin_kit import vendor_then_gloo
@@ -282,6 +282,26 @@ def backend_options(facts: XpuFacts, build: TorchBuild) -> list[BackendOption]:
         "WARNING: gloo runs collectives on CPU tensors only; XPU tensors (DDP gradients) fail or must be "
         f"copied to the host. For XPU collectives install the oneCCL bindings ({CCL_INSTALL}) or use "
         f"torch>=2.8 for xccl ({XPU_WHEELS})"))
+
+
+XCCL_NO_SPLIT_SOURCES = (
+    "https://github.com/pytorch/pytorch/issues/186548",  # ProcessGroupXCCL never overrides supportsSplitting
+    "https://github.com/intel/torch-xpu-ops/issues/5385",  # oneCCL team: c10d's DeviceMesh does not need commsplit
+    "https://github.com/saforem2/ezpz/pull/189",  # the original ezpz: new_group fallback, on Aurora/Sunspot XPUs
+)
+
+
+def mesh_support(backend: str, torch_version: str) -> MeshSupport | None:
+    """XCCL cannot ``split_group``: mesh groups by ``new_group``. Other backends: torch's way (None)."""
+    if backend != "xccl":
+        return None
+    return MeshSupport(
+        split_group=False, sources=XCCL_NO_SPLIT_SOURCES,
+        reason=(f"xccl on torch {torch_version}: ProcessGroupXCCL does not override Backend::supportsSplitting (it "
+                "inherits false; pytorch#186548, seen on torch 2.13), and DeviceMesh calls split_group for a "
+                "device-bound default group, which then raises 'its backend does not support splitting'; "
+                "new_group works with xccl (torch-xpu-ops#5385), so mesh groups are made with it, as the original "
+                "ezpz's init_device_mesh_safe did"))
 
 
 # -- precision ---------------------------------------------------------------------------------

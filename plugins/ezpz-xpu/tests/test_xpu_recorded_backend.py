@@ -81,3 +81,16 @@ def test_recorded_backend_override_to_ccl_without_bindings_says_how_to_install(i
     intel(AURORA_FLAT, ccl=False)
     with pytest.raises(UnavailableError, match="pip install oneccl_bind_pt"):
         plan(TORCH_2_7_XPU, {**TWO_RANKS, "EZPZ_BACKEND": "ccl"})
+
+
+def test_recorded_xccl_builds_mesh_groups_with_new_group(intel) -> None:
+    """xccl cannot split a group (pytorch#186548): rt.mesh() lifts the device binding so torch takes new_group."""
+    intel(AURORA_FLAT, ccl=True)
+    the_plan, explanation = plan(TORCH_2_13_XPU, TWO_RANKS)
+    assert the_plan.backend.name == "xccl" and the_plan.mesh.split_group is False
+    assert "https://github.com/pytorch/pytorch/issues/186548" in the_plan.mesh.sources
+    assert "supportsSplitting" in the_plan.mesh.reason and "torch 2.13" in the_plan.mesh.reason
+    assert "mesh groups by new_group" in explanation["sharding"].chosen
+    ccl_plan, _ = plan(TORCH_2_7_XPU, TWO_RANKS)  # ccl: nothing recorded, torch's own way
+    assert ccl_plan.backend.name == "ccl" and ccl_plan.mesh.split_group is None
+    assert "no plugin described device meshes for xpu" in ccl_plan.mesh.reason

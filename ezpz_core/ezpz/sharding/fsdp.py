@@ -1,0 +1,55 @@
+"""``rt.shard``: FSDP2's ``fully_shard`` on each child module with parameters, then the root; or a named refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ezpz.decisions import MeshSupport
+from ezpz.errors import UnavailableError
+from ezpz.primitives.torch_private import fsdp2
+from ezpz.sharding.precision import ShardPrecision
+
+__all__ = ["fsdp2_for", "shard_model", "shard_units"]
+
+
+def fsdp2_for(device_type: str, device: str, support: MeshSupport | None, who: str = "rt.shard(model)") -> Any:
+    """The module with ``fully_shard`` and ``MixedPrecisionPolicy`` for this device, or a refusal naming the fix."""
+    if support is not None and (support.fsdp2_unavailable or support.mesh_unavailable):
+        raise UnavailableError(
+            name=who, value=f"FSDP2 on {device}",
+            expected=f"a device FSDP2 runs on; on {device}: {support.fsdp2_unavailable or support.mesh_unavailable}",
+            fix=f"use {support.alternative}" if support.alternative else "use DDP (torch.nn.parallel.DistributedDataParallel)")
+    module = fsdp2()
+    if module is None or (device_type == "cpu" and module.__name__ != "torch.distributed.fsdp"):
+        import torch
+
+        raise UnavailableError(
+            name=who, value=f"torch {torch.__version__} on {device}",
+            expected="a torch with FSDP2 for this device (torch.distributed.fsdp.fully_shard; the older "
+                     "torch.distributed._composable.fsdp creates CUDA streams, so not on the CPU: seen on 2.4.1)",
+            fix="use DDP (torch.nn.parallel.DistributedDataParallel), or torch 2.6 or newer")
+    return module
+
+
+def shard_units(model: Any) -> Iterator[Any]:
+    """Children to shard before the root: each child with parameters, looking inside ModuleList/ModuleDict."""
+    import torch
+
+    for child in model.children():
+        if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            yield from (c for c in child.children() if any(True for _ in c.parameters()))
+        elif any(True for _ in child.parameters()):
+            yield child
+
+
+def shard_model(model: Any, mesh: Any, module: Any, precision: ShardPrecision, **options: Any) -> Any:
+    """``fully_shard`` each unit of ``model`` and then ``model`` on ``mesh``; ``options`` win over ``precision``."""
+    if "mp_policy" not in options:
+        kwargs = precision.policy_kwargs()
+        if kwargs:
+            options["mp_policy"] = module.MixedPrecisionPolicy(**kwargs)
+    fully_shard = module.fully_shard
+    for unit in list(shard_units(model)):
+        fully_shard(unit, mesh=mesh, **options)
+    return fully_shard(model, mesh=mesh, **options)

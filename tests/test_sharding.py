@@ -1,0 +1,138 @@
+"""rt.mesh and rt.shard in one process: the precision FSDP2 gets, the mesh's shape, the groups' binding, refusals.
+
+Training on several ranks (losses equal to DDP's, meshes of 1 and 2 dimensions, fp16 loss scaling on sharded
+gradients) is tests/test_sharded_training.py's; XLA's refusal from its recorded plan is ezpz-tpu's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import attr
+import pytest
+import torch
+from torch import nn
+
+import ezpz
+from ezpz.decisions import AmpPolicy, MeshSupport
+from ezpz.errors import ConfigError, UnavailableError
+from ezpz.runtime import Runtime
+from ezpz.sharding.explained import sharding_decision
+from ezpz.sharding.fsdp import shard_units
+from ezpz.sharding.mesh import mesh_shape, unbound_default_group
+from ezpz.sharding.precision import shard_precision
+
+
+def _amp(dtype: str, scaler: bool = False) -> AmpPolicy:
+    return AmpPolicy(dtype=dtype, autocast=dtype != "fp32", grad_scaler=scaler, tf32=False, reason=f"{dtype} here")
+
+
+@pytest.mark.parametrize(("dtype", "scaler", "param", "kwargs"), [
+    ("bf16", False, "bf16", {"param_dtype": torch.bfloat16, "reduce_dtype": torch.float32}),
+    ("fp16", True, "fp16", {"param_dtype": torch.float16, "reduce_dtype": torch.float32}),
+    ("fp32", False, None, {}),
+])
+def test_fsdp2_precision_follows_the_precision_policy(dtype, scaler, param, kwargs):
+    precision = shard_precision(_amp(dtype, scaler), "dev")
+    assert precision.param_dtype == param and precision.policy_kwargs() == kwargs
+    assert precision.grad_scaler is scaler and f"{dtype} here" in precision.reason
+    assert ("rt.grad_scaler()" in str(precision)) is scaler
+    decision = sharding_decision(MeshSupport.default("dev"), _amp(dtype, scaler), "dev")
+    assert decision.topic == "sharding" and f"{param or 'fp32'}" in decision.chosen
+    assert precision.reason in decision.reason
+
+
+def test_the_trace_names_a_refusal_with_its_alternative_and_sources():
+    support = MeshSupport(reason="lazy device", fsdp2_unavailable="not FSDP2's", alternative="SPMD", sources=("u",))
+    decision = sharding_decision(support, _amp("bf16"), "xla")
+    assert decision.chosen.startswith("rt.shard() refuses on xla") and "not FSDP2's; use SPMD" in decision.reason
+    assert decision.details["sources"] == ["u"]
+    groups = sharding_decision(MeshSupport(reason="r", split_group=False), _amp("fp32"), "x").chosen
+    assert "new_group" in groups
+
+
+def test_mesh_shape_names_the_dims_their_product_and_the_world():
+    assert mesh_shape({}, 4) == ((4,), None)
+    assert mesh_shape({"dp": 2, "tp": 2}, 4) == ((2, 2), ("dp", "tp"))
+    with pytest.raises(ConfigError) as err:
+        mesh_shape({"dp": 3, "tp": 2}, 4)
+    said = str(err.value)
+    assert "rt.mesh(dp=3, tp=2)" in said and "dp=3 x tp=2 = 6 ranks" in said and "world size, 4" in said
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(ConfigError, match=r"rt.mesh\(dp=\.\.\.\).*positive number of ranks"):
+            mesh_shape({"dp": bad}, 2)
+
+
+def test_shard_units_look_inside_module_lists_and_dicts():
+    model = nn.Module()
+    model.embed = nn.Embedding(4, 2)
+    model.blocks = nn.ModuleList([nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2)])
+    model.heads = nn.ModuleDict({"a": nn.Linear(2, 1)})
+    model.act = nn.GELU()
+    assert list(shard_units(model)) == [model.embed, model.blocks[0], model.blocks[2], model.heads["a"]]
+
+
+@pytest.fixture
+def gloo_group() -> Iterator[object]:
+    """A one-rank gloo group in this process (a HashStore: no port, no peer)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group already exists in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=30))
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_default_groups_binding_is_lifted_only_where_the_backend_cannot_split(gloo_group):
+    from ezpz.primitives.torch_private import backend_for_device
+
+    bound = torch.device("cpu", 0)  # torch binds a device with an index
+    saved = gloo_group.bound_device_id
+    gloo_group.bound_device_id = bound
+    try:
+        with unbound_default_group(split_group=False):
+            assert gloo_group.bound_device_id is None  # torch's DeviceMesh then takes new_group
+        assert gloo_group.bound_device_id == bound
+        with unbound_default_group(split_group=True):
+            assert gloo_group.bound_device_id == bound
+        backend = backend_for_device(gloo_group, bound)  # None: the plugin left it to the backend's own word
+        splits = backend is None or bool(getattr(backend, "supports_splitting", True))
+        with unbound_default_group(split_group=None):
+            assert (gloo_group.bound_device_id == bound) is splits
+        assert gloo_group.bound_device_id == bound
+    finally:
+        gloo_group.bound_device_id = saved
+
+
+def test_rt_save_refuses_a_sharded_state_dict_naming_save_checkpoint(gloo_group, tmp_path, monkeypatch):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    monkeypatch.setenv("EZPZ_PRECISION", "fp32")
+    rt = ezpz.hooks.setup()  # adopts the one-rank group
+    model = fully_shard(nn.Linear(4, 4), mesh=init_device_mesh("cpu", (1,)))
+    with pytest.raises(ConfigError) as err:
+        rt.save({"model": model.state_dict()}, tmp_path / "m.pt")
+    assert "obj['model']['weight'] is a DTensor" in str(err.value) and "rt.save_checkpoint(" in str(err.value)
+    assert not (tmp_path / "m.pt").exists()
+    rt.save({"model": nn.Linear(4, 4).state_dict(), "step": 3}, tmp_path / "plain.pt")  # whole tensors: saved
+    assert torch.load(tmp_path / "plain.pt")["step"] == 3
+
+
+def test_one_process_shard_is_the_model_on_the_device_and_a_refusal_is_named(monkeypatch):
+    monkeypatch.setenv("EZPZ_PRECISION", "fp32")
+    rt = ezpz.hooks.setup()
+    model = nn.Linear(2, 2)
+    assert rt.shard(model) is model and model.weight.device == rt.device
+    with pytest.raises(UnavailableError, match=r"rt.mesh\(\).*no process group"):
+        rt.mesh()
+    refusing = MeshSupport(reason="a fake device", fsdp2_unavailable="no FSDP2 here", alternative="the other thing")
+    fake = Runtime.from_plan(attr.evolve(rt.plan, mesh=refusing), rt.explanation, device=rt.device)
+    with pytest.raises(UnavailableError) as err:
+        fake.shard(nn.Linear(2, 2))
+    assert "rt.shard(model)" in str(err.value) and "no FSDP2 here" in str(err.value)
+    assert "use the other thing" in str(err.value)
