@@ -206,6 +206,9 @@ def exercise(
         prof = caller.call("ezpz_profiling", label, {"device": cand, "build": build})
         caller.call("ezpz_compile_policy", label, {"device": cand, "build": build})
         caller.call("ezpz_step_boundary", label, {"device": cand, "build": build})
+        if backend is not None:
+            caller.call("ezpz_mesh_support", label, {"device": cand, "build": build, "backend": backend})
+            caller.call("ezpz_cuda_answers", label, {"device": cand, "build": build, "backend": backend.name})
         plan = synthetic_plan(cand, build, _PAIR, backend, amp, prof)
         caller.call("ezpz_before_init", label, {"plan": plan})
         if backend is not None and any(cand is c for c in found_here):
@@ -220,6 +223,11 @@ def exercise(
     caller.call("ezpz_profiling", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
     caller.call("ezpz_compile_policy", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
     caller.call("ezpz_step_boundary", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
+    foreign_backend = BackendChoice(name="gloo", reason="a backend for the foreign device (conformance check)")
+    caller.call("ezpz_mesh_support", foreign, {"device": _FOREIGN, "build": build, "backend": foreign_backend},
+                must_be_none=True)
+    caller.call("ezpz_cuda_answers", foreign, {"device": _FOREIGN, "build": build, "backend": "gloo"},
+                must_be_none=True)
     foreign_plan = synthetic_plan(_FOREIGN, build, _SINGLE, None, None, None)
     caller.call("ezpz_before_init", foreign, {"plan": foreign_plan})
     if caller.has("ezpz_after_setup"):
