@@ -4,13 +4,16 @@
 alphabetical place. ``setup()`` runs once, as late as it can and as early as it
 must: at module level just before the first top-level statement that uses
 ``rt``; in a file that uses ``rt`` only inside functions (a library module of
-the project), at the start of each outermost function that does (``setup()``
-returns the same runtime on every call with the same arguments, and every
-ported file of a project passes the same ones). A file that already has a
+the project), at the start of each outermost function that does, as
+``rt = ezpz.hooks.get_runtime() or ezpz.hooks.setup(...)`` (the runtime the entry
+script set up, else set up now with the arguments every ported file of the
+project shares; ``get_runtime()`` is a plain read, cheap in a per-batch helper). A file that already has a
 ``setup()`` line gets no second one, which keeps porting idempotent.
 """
 
 from __future__ import annotations
+
+import sys
 
 import libcst as cst
 import libcst.matchers as m
@@ -92,6 +95,8 @@ def _import_index(body: list[cst.BaseStatement]) -> int:
     start = torch_at
     while start > 0 and names[start - 1] not in (None, "__future__", ".") and not _blank_before(body[start]):
         start -= 1
+    while start < torch_at and (names[start] or "").split(".")[0] in sys.stdlib_module_names:
+        start += 1  # a group mixing the standard library and third parties: ezpz goes among the third parties
     for i in range(start, torch_at + 1):
         if (names[i] or "") > "ezpz":
             return i
@@ -141,31 +146,35 @@ class _FunctionSetup(cst.CSTTransformer):
         return updated.with_changes(body=updated.body.with_changes(body=body))
 
 
-def place(module: cst.Module, rt: str, setup_args: str) -> tuple[cst.Module, list[str]]:
-    """``module`` with ``import ezpz`` and its setup line(s) where ``rt`` is used; and what was added, as text."""
+def place(module: cst.Module, rt: str, setup_args: str) -> tuple[cst.Module, list[tuple[str, str]]]:
+    """``module`` with ``import ezpz`` and its setup line(s) where ``rt`` is used; and what was added: (code, where)."""
     uses = _uses(module, rt)
     if not (uses.module_level or uses.in_function):
         return module, []
     body = list(module.body)
     setup = cst.parse_statement(f"{rt} = ezpz.hooks.setup({setup_args})\n")
     assert isinstance(setup, cst.SimpleStatementLine)
-    added: list[str] = []
+    added: list[tuple[str, str]] = []
     has_setup = any(_is_setup(s, rt) for s in body)
     if uses.module_level and not has_setup:
         first_use = next(i for i, s in enumerate(body) if _uses(s, rt).module_level)
         body = _insert(body, first_use, setup, take_lines=False)
-        added.append(f"{rt} = ezpz.hooks.setup({setup_args}) before the first top-level use of {rt}")
+        added.append((f"{rt} = ezpz.hooks.setup({setup_args})", f"before the first top-level use of {rt}"))
         has_setup = True
     if not _has_import_ezpz(body):
         first_setup = next((i for i, s in enumerate(body) if _is_setup(s, rt)), len(body))
         index = min(_import_index(body), first_setup)
         body = _insert(body, index, cst.parse_statement("import ezpz\n"), take_lines=True)  # type: ignore[arg-type]
-        added.append("import ezpz")
+        added.append(("import ezpz", "with the imports"))
     module = module.with_changes(body=body)
     if not has_setup:
-        adder = _FunctionSetup(rt, setup)
+        lazy = cst.parse_statement(f"{rt} = ezpz.hooks.get_runtime() or ezpz.hooks.setup({setup_args})\n")
+        assert isinstance(lazy, cst.SimpleStatementLine)
+        adder = _FunctionSetup(rt, lazy)
         module = module.visit(adder)
         if adder.added:
-            added.append(f"{rt} = ezpz.hooks.setup({setup_args}) at the start of {adder.added} function(s) using "
-                         f"{rt} (the file uses it only inside functions)")
+            added.append((f"{rt} = ezpz.hooks.get_runtime() or ezpz.hooks.setup({setup_args})",
+                          f"at the start of {adder.added} function(s) using {rt} (the file uses it only inside "
+                          "functions): the runtime the entry script set up, or set up now; get_runtime() is a plain "
+                          "read, cheap in a per-batch helper"))
     return module, added

@@ -84,6 +84,7 @@ class Rewriter(cst.CSTTransformer):
         self.requests = Requests()
         self.needs_rt = False  # a rewrite that is worth calling setup() for
         self._module: cst.Module | None = None
+        self._lines: list[str] | None = None
         self._claimed: set[int] = set()  # original nodes a rule replaces whole (their children are not visited)
         self._handled: set[int] = set()  # CUDA references a rule took care of
         self._references: list[tuple[cst.CSTNode, str]] = []  # every outermost torch.cuda.* reference, in order
@@ -115,7 +116,13 @@ class Rewriter(cst.CSTTransformer):
         self.needs_rt = self.needs_rt or needs_rt
 
     def _finding(self, kind: str, node: cst.CSTNode, api: str, why: str) -> None:
-        getattr(self.report, kind).append(Finding(line=self._line(node), api=api, source=self._code(node), why=why))
+        """A line left as it was; ``source`` is the whole line, as the reader finds it in the file."""
+        line = self._line(node)
+        if self._lines is None:
+            assert self._module is not None
+            self._lines = self._module.code.splitlines()
+        source = self._lines[line - 1].strip() if 0 < line <= len(self._lines) else self._code(node)
+        getattr(self.report, kind).append(Finding(line=line, api=api, source=source, why=why))
 
     def _handle(self, node: cst.CSTNode) -> None:
         self._handled.add(id(node))
@@ -380,9 +387,14 @@ class Rewriter(cst.CSTTransformer):
             self._handle(original.func)
             self._changed(original, new, name.rsplit(".", 1)[1], rule.why)
             return new
-        if "torch.device" in names and updated.args and m.matches(updated.args[0].value, m.Call(
+        if "torch.device" in names and len(updated.args) == 1 and m.matches(updated.args[0].value, m.Call(
                 func=m.Name("str"), args=[m.Arg(value=m.Attribute(value=m.Name(self.rt), attr=m.Name("device")))])):
-            return self._expr("rt.device")  # torch.device(<an IfExp now str(rt.device)>): the runtime's device itself
+            # torch.device(<a CUDA-or-CPU choice, now str(rt.device)>): the runtime's device itself, one change
+            inner = self.report.changes.pop() if self.report.changes and self.report.changes[-1].rule == \
+                "device-choice" else None
+            new = self._expr("rt.device")
+            self._changed(original, new, "device-choice", inner.why if inner else cat.DEVICE_WHY)
+            return new
         return None
 
     def _memory(self, original: cst.Call, updated: cst.Call, names: set[str]) -> cst.BaseExpression | None:
@@ -396,8 +408,7 @@ class Rewriter(cst.CSTTransformer):
     def _dot_cuda(self, original: cst.Call, updated: cst.Call, names: set[str]) -> cst.BaseExpression | None:
         """``x.cuda()``, ``x.cuda(i)``, ``x.cuda(non_blocking=True)``: ``x.to(rt.device, ...)``."""
         func = updated.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "cuda") or any(
-                n.startswith("torch.") for n in names):
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "cuda") or "torch.cuda" in names:
             return None
         kept = [a for a in updated.args if a.keyword is not None and a.keyword.value in ("non_blocking",
                                                                                           "memory_format")]
@@ -433,27 +444,25 @@ class Rewriter(cst.CSTTransformer):
         name = next((n for n in names if n in cat.AUTOCAST_CALLS), None)
         if name is None:
             return None
-        args = list(updated.args)
-        rest: list[cst.Arg] = []
-        dtype: cst.Arg | None = None
+        pairs = list(zip(original.args, updated.args))  # the original's carry the metadata (qualified names)
         if name.startswith("torch.cuda.amp"):
-            order = ("enabled", "dtype", "cache_enabled")
+            order: tuple[str, ...] = ("enabled", "dtype", "cache_enabled")
         else:
-            device = _pop_arg(args, 0, "device_type")
-            if device is None or not _is_cuda_string(device.value):
+            device = _pop_pair(pairs, 0, "device_type")
+            if device is None or not _is_cuda_string(device[0].value):
                 return None  # a device type the script computes: device-neutral already
             order = ("dtype", "enabled", "cache_enabled")
-        for i, arg in enumerate(args):
+        rest: list[cst.Arg] = []
+        dtype: tuple[cst.Arg, cst.Arg] | None = None
+        for i, (orig, arg) in enumerate(pairs):
             key = arg.keyword.value if arg.keyword is not None else (order[i] if i < len(order) else None)
             if key == "dtype":
-                dtype = arg
+                dtype = (orig, arg)
             elif key == "enabled" and m.matches(arg.value, m.Name("True")):
                 continue
             else:
-                rest.append(arg.with_changes(keyword=cst.Name(key), equal=cst.AssignEqual(
-                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-                    if key and arg.keyword is None else arg)
-        precision = self._dtype(dtype.value) if dtype is not None else None
+                rest.append(_as_keyword(arg, key) if key else arg)
+        precision = self._dtype(dtype[0].value) if dtype is not None else None
         if precision is not None:
             self._request("precision", precision, original)
         self._handle(original.func)
@@ -463,13 +472,13 @@ class Rewriter(cst.CSTTransformer):
                                       f"{precision!r}" if precision else "; the script named no dtype (CUDA's "
                                       "implicit fp16), so the device's precision policy picks (EZPZ_PRECISION)")
         else:
-            kwargs = ([dtype.with_changes(keyword=cst.Name("dtype"), equal=cst.AssignEqual(
-                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))]
-                if dtype is not None else []) + rest
+            kwargs = ([_as_keyword(dtype[1], "dtype")] if dtype is not None else []) + rest
             new = cst.Call(func=self._expr("torch.autocast"), args=_fix_commas(
                 [cst.Arg(self._expr("rt.device_type")), *kwargs]))
             why = ("autocast on the chosen device with the arguments the script gives (kept as they are: "
                    "rt.autocast() takes none)")
+            if precision is not None:
+                why += "; the script names more than one precision, so setup() was not asked for one"
         self._changed(original, new, "autocast", why)
         return new
 
@@ -596,6 +605,24 @@ class Rewriter(cst.CSTTransformer):
             if any(_is_cuda_string(e.key) for e in map_dict.value.elements if isinstance(e, cst.DictElement)):
                 self._finding("unported", original, "map_location-dict", cat.UNPORTABLE["map_location-dict"])
         return updated.with_changes(args=args) if changed else updated
+
+
+def _as_keyword(arg: cst.Arg, key: str) -> cst.Arg:
+    """``arg`` passed as ``key=...`` (a positional argument moved after another one must be named)."""
+    return arg.with_changes(keyword=cst.Name(key), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+
+
+def _pop_pair(pairs: list[tuple[cst.Arg, cst.Arg]], position: int,
+              keyword: str) -> tuple[cst.Arg, cst.Arg] | None:
+    """Remove and return the (original, updated) argument given as ``keyword=`` or at ``position``, if any."""
+    for i, (orig, _arg) in enumerate(pairs):
+        if orig.keyword is not None and orig.keyword.value == keyword:
+            return pairs.pop(i)
+    positional = [i for i, (a, _u) in enumerate(pairs) if a.keyword is None and a.star == ""]
+    if len(positional) > position:
+        return pairs.pop(positional[position])
+    return None
 
 
 def _pop_arg(args: list[cst.Arg], position: int, keyword: str) -> cst.Arg | None:

@@ -13,7 +13,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper
 
 from ezpz.porting.placement import place
-from ezpz.porting.report import FileReport
+from ezpz.porting.report import Change, FileReport
 from ezpz.porting.rewriter import Requests, Rewriter, SetupArgs
 
 __all__ = ["Scan", "port_source", "runtime_name", "scan", "setup_arguments"]
@@ -68,22 +68,18 @@ def port_source(text: str, path: str, setup: SetupArgs, *, opportunistic: bool) 
     code = new.code
     report.status = "ported" if code != text else "unchanged"
     if added:
-        report.changes.extend(_additions(new, added, rewriter.rt))
+        report.changes.extend(_additions(new, added))
     return code, report
 
 
-def _additions(module: cst.Module, added: list[str], rt: str) -> list:
-    """The lines placement added, as changes (line numbers in the ported file, marked so)."""
-    from ezpz.porting.report import Change
-
+def _additions(module: cst.Module, added: list[tuple[str, str]]) -> list[Change]:
+    """The lines placement added, as changes (their line numbers are in the ported file)."""
     lines = module.code.splitlines()
     out = []
-    for what in added:
-        needle = "import ezpz" if what == "import ezpz" else f"{rt} = ezpz.hooks.setup("
-        line = next((i + 1 for i, text in enumerate(lines) if text.strip().startswith(needle)), 0)
-        why = ("the portable calls need the ezpz package" if what == "import ezpz" else
+    for code, where in added:
+        line = next((i + 1 for i, text in enumerate(lines) if text.strip() == code), 0)
+        why = ("the portable calls need the ezpz package" if code == "import ezpz" else
                "setup() picks device, backend, precision and rank layout for this machine (rt.explain() says why) "
-               "and starts the process group; placed " + what.split(") ", 1)[1])
-        out.append(Change(line=line, before="", after=lines[line - 1].strip() if line else what,
-                          rule="added", why=why + " (its line is in the ported file)"))
+               "and starts the process group")
+        out.append(Change(line=line, before="", after=code, rule="added", why=f"{why}; placed {where}"))
     return out
