@@ -249,6 +249,33 @@ CASES = {
         ezpz_rt = ezpz.hooks.setup()
         x = torch.ones(2).to(ezpz_rt.device)
         """),
+    "a call laid out one argument per line keeps its layout and comments": (
+        """\
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+            record_shapes=False,
+            with_stack=False,  # keep it small
+        ) as prof:
+            model = DDP(
+                model,
+                device_ids=[0],  # one GPU per rank
+            )
+        """,
+        """\
+        import ezpz
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        rt = ezpz.hooks.setup()
+        with rt.profiler(
+            record_shapes=False,
+            with_stack=False,  # keep it small
+        ) as prof:
+            model = DDP(
+                model,
+            )
+        """),
     "a file with nothing CUDA is left alone (torch.save included)": (
         """\
         import torch

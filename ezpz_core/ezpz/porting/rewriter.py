@@ -372,7 +372,7 @@ class Rewriter(cst.CSTTransformer):
             for attr in m.findall(original, m.Attribute()):
                 self._handle(attr)
             args = [a for a in updated.args if not (a.keyword is not None and a.keyword.value == "activities")]
-            new = updated.with_changes(func=self._expr("rt.profiler"), args=_fix_commas(args))
+            new = updated.with_changes(func=self._expr("rt.profiler"), args=_fix_commas(args, updated.args))
             self._changed(original, new, "profiler", "rt.profiler() profiles the chosen device's activities "
                           "(CUDA, XPU, ... as its plugin says) besides the CPU; ProfilerActivity.CUDA exists "
                           "only with CUDA")
@@ -413,7 +413,7 @@ class Rewriter(cst.CSTTransformer):
         kept = [a for a in updated.args if a.keyword is not None and a.keyword.value in ("non_blocking",
                                                                                           "memory_format")]
         args = [cst.Arg(self._expr("rt.device")), *kept]
-        new = updated.with_changes(func=func.with_changes(attr=cst.Name("to")), args=_fix_commas(args))
+        new = updated.with_changes(func=func.with_changes(attr=cst.Name("to")), args=_fix_commas(args, updated.args))
         self._changed(original, new, ".cuda()", ".cuda() moves to an NVIDIA/AMD GPU only; .to(rt.device) moves to "
                       "the device setup() chose for this rank (an index the script passed is the rank's own there)")
         return new
@@ -499,7 +499,7 @@ class Rewriter(cst.CSTTransformer):
                 arg = arg.with_changes(keyword=cst.Name(_GRAD_SCALER_POSITIONAL[i]), equal=cst.AssignEqual(
                     whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
             kwargs.append(arg)
-        new = cst.Call(func=self._expr("rt.grad_scaler"), args=_fix_commas(kwargs))
+        new = cst.Call(func=self._expr("rt.grad_scaler"), args=_fix_commas(kwargs, updated.args))
         self._handle(original.func)
         self._changed(original, new, "grad_scaler", cat.GRAD_SCALER_WHY)
         return new
@@ -516,7 +516,7 @@ class Rewriter(cst.CSTTransformer):
         if not dropped:
             return None
         args = [a for a in updated.args if a not in dropped]
-        new = updated.with_changes(args=_fix_commas(args))
+        new = updated.with_changes(args=_fix_commas(args, updated.args))
         self._changed(original, new, "ddp", "DDP finds a single-device module's device itself; device_ids names "
                       "CUDA ordinals and must be None for CPU and most other devices, so it is dropped "
                       "(the module is already on rt.device)", needs_rt=False)
@@ -533,7 +533,7 @@ class Rewriter(cst.CSTTransformer):
         if index is None:
             args.insert(0, cst.Arg(self._expr("rt.backend"), keyword=cst.Name("backend"), equal=cst.AssignEqual(
                 whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))))
-            new = updated.with_changes(args=_fix_commas(args))
+            new = updated.with_changes(args=_fix_commas(args, updated.args))
             self._changed(original, new, "backend", cat.BACKEND_WHY + "; without a backend torch would pick NCCL "
                           "for CUDA tensors")
             return new
@@ -571,7 +571,7 @@ class Rewriter(cst.CSTTransformer):
             args = [*updated.args, cst.Arg(self._expr("rt.device"), keyword=cst.Name("map_location"),
                                            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                                  whitespace_after=cst.SimpleWhitespace("")))]
-            new = updated.with_changes(args=_fix_commas(args))
+            new = updated.with_changes(args=_fix_commas(args, updated.args))
             self._changed(original, new, "load", "a file saved on cuda:N holds storages tagged cuda:N, which "
                           "torch.load restores there unless told otherwise: that fails where CUDA is absent or has "
                           "fewer devices; map_location=rt.device loads onto the chosen device", needs_rt=False)
@@ -636,15 +636,34 @@ def _pop_arg(args: list[cst.Arg], position: int, keyword: str) -> cst.Arg | None
     return None
 
 
-def _fix_commas(args: Sequence[cst.Arg]) -> list[cst.Arg]:
-    """Arguments with a comma after every one but the last (libcst keeps commas on the nodes)."""
+def _fix_commas(args: Sequence[cst.Arg], like: Sequence[cst.Arg] = ()) -> list[cst.Arg]:
+    """Arguments with a comma after every one but the last (libcst keeps commas on the nodes).
+
+    ``like`` is the call's argument list before the change: when it ended with a trailing comma (a call laid out
+    one argument per line), the new last argument keeps one too, with the old last comma's line break and comment.
+    """
+    trailing = bool(like) and isinstance(like[-1].comma, cst.Comma)
     fixed = []
     for i, arg in enumerate(args):
-        last = i == len(args) - 1
-        if last:
-            fixed.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
-        elif not isinstance(arg.comma, cst.Comma):
-            fixed.append(arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
+        if i < len(args) - 1:
+            fixed.append(arg if isinstance(arg.comma, cst.Comma)
+                         else arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
+        elif trailing:
+            fixed.append(arg.with_changes(comma=_closing_comma(arg, like[-1])))
         else:
-            fixed.append(arg)
+            fixed.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
     return fixed
+
+
+def _closing_comma(arg: cst.Arg, old_last: cst.Arg) -> cst.Comma:
+    """The comma for a new last argument: its own line's comment, then the old last comma's way to the ``)``."""
+    closing = old_last.comma
+    assert isinstance(closing, cst.Comma)
+    own = arg.comma
+    if arg is old_last or not isinstance(own, cst.Comma):
+        return closing
+    if isinstance(own.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(
+            closing.whitespace_after, cst.ParenthesizedWhitespace):
+        return closing.with_changes(whitespace_after=closing.whitespace_after.with_changes(
+            first_line=own.whitespace_after.first_line))
+    return closing
