@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import skip_or_fail_in_ci
+from conftest import need_tool, skip_or_fail_in_ci
 
 NANOGPT = os.environ.get("EZPZ_NANOGPT_DIR", "")
 if not NANOGPT or not (Path(NANOGPT) / "train.py").is_file():
@@ -68,10 +68,11 @@ def work(tmp_path_factory) -> Path:
     return root
 
 
-def _run(root: Path, script: str, *extra: str, device: str = "cpu", out: str) -> dict[str, float]:
+def _run(root: Path, script: str, *extra: str, device: str = "cpu", out: str,
+         launcher: tuple[str, ...] = (sys.executable,)) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EZPZ_")}
     env.update(OMP_NUM_THREADS="1", EZPZ_DEVICE=device)
-    proc = subprocess.run([sys.executable, script, *ARGS, f"--out_dir={out}", *extra], cwd=root, env=env,
+    proc = subprocess.run([*launcher, script, *ARGS, f"--out_dir={out}", *extra], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     found: dict[str, float] = {}
@@ -146,3 +147,14 @@ def test_the_ported_train_py_learns_on_emu(work, plain):
     (work / "train_retied.py").write_text(text.replace(
         "\nmodel.to(device)\n", "\nmodel.to(device)\nmodel.transformer.wte.weight = model.lm_head.weight\n"))
     _same(_run(work, "train_retied.py", device="emu", out="out_retied"), plain)
+
+
+@pytest.mark.launcher
+def test_the_ported_train_py_runs_as_two_ranks_under_torchrun(work, plain):
+    """nanoGPT's DDP path: setup() starts the group on gloo (its init_process_group call, now guarded, is skipped),
+    the ranks come from rt, DDP gets no device_ids. Two ranks split the micro-steps, so only step 0 equals the
+    single process's; the loss must still fall."""
+    torchrun = need_tool("torchrun")
+    two = _run(work, "train_ported.py", out="out_ddp", launcher=(torchrun, "--standalone", "--nproc-per-node", "2"))
+    _same(two, plain, ["step 0 train", "step 0 val"])
+    assert two["iter 20"] < 0.5 * two["iter 0"], two
