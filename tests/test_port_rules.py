@@ -276,6 +276,23 @@ CASES = {
                 model,
             )
         """),
+    "a script written for ezpz is left alone (its DDP device_ids included)": (
+        """\
+        import ezpz
+        import torch
+        rt = ezpz.hooks.setup()
+        ids = [rt.device.index] if rt.device.index is not None else None
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        torch.save(model.state_dict(), 'm.pt')
+        """,
+        """\
+        import ezpz
+        import torch
+        rt = ezpz.hooks.setup()
+        ids = [rt.device.index] if rt.device.index is not None else None
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        torch.save(model.state_dict(), 'm.pt')
+        """),
     "a file with nothing CUDA is left alone (torch.save included)": (
         """\
         import torch

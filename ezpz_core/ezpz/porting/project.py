@@ -88,12 +88,14 @@ def port_path(path: Path) -> Ported:
     setup, why = _decide(scans)
     report = PortReport(source=str(path), setup_call=f"ezpz.hooks.setup({setup_arguments(setup)})", setup_why=why)
     out: dict[str, tuple[str, str]] = {}
+    cuda_project = any(s.cuda for s in scans.values())  # a script already written for ezpz is left as it is
     for name, text in texts.items():
         if name in skipped:
             report.files.append(FileReport(path=name, status="skipped", skipped=skipped[name]))
             out[name] = (text, text)
             continue
-        new, file_report = port_source(text, name, setup, opportunistic=scans[name].needs_rt)
+        new, file_report = port_source(text, name, setup, opportunistic=cuda_project and scans[name].needs_rt,
+                                       drop_device_ids=cuda_project)
         report.files.append(file_report)
         out[name] = (text, new)
     return Ported(root=path, is_dir=is_dir, texts=out, report=report)

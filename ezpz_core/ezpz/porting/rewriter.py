@@ -73,14 +73,17 @@ class Rewriter(cst.CSTTransformer):
     """One pass over one module. ``setup`` is the project's decided ``setup()`` arguments; ``rt`` the runtime's name.
 
     ``opportunistic``: also rewrite ``torch.save``/``torch.load`` (worth it only in a file that needs ``rt``
-    anyway: a CPU-only helper module is not made to call ``setup()`` for them).
+    anyway: a CPU-only helper module is not made to call ``setup()`` for them). ``drop_device_ids``: drop DDP's
+    ``device_ids`` (only in a project the first pass found CUDA in: a script written for ezpz keeps its own).
     """
 
     METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider)
 
-    def __init__(self, report: FileReport, setup: SetupArgs, rt: str = "rt", opportunistic: bool = False) -> None:
+    def __init__(self, report: FileReport, setup: SetupArgs, rt: str = "rt", opportunistic: bool = False,
+                 drop_device_ids: bool = False) -> None:
         super().__init__()
         self.report, self.setup, self.rt, self.opportunistic = report, setup, rt, opportunistic
+        self.drop_device_ids = drop_device_ids
         self.requests = Requests()
         self.needs_rt = False  # a rewrite that is worth calling setup() for
         self._module: cst.Module | None = None
@@ -505,7 +508,7 @@ class Rewriter(cst.CSTTransformer):
         return new
 
     def _ddp(self, original: cst.Call, updated: cst.Call, names: set[str]) -> cst.BaseExpression | None:
-        if not names & set(_DDP):
+        if not names & set(_DDP) or not self.drop_device_ids:
             return None
         positional = [a for a in updated.args if a.keyword is None]
         dropped = [a for a in updated.args if a.keyword is not None and a.keyword.value in ("device_ids",

@@ -25,6 +25,8 @@ class Scan:
 
     requests: Requests
     needs_rt: bool
+    cuda: bool
+    """Whether the first pass rewrote anything CUDA-specific at all."""
 
 
 def runtime_name(module: cst.Module) -> str:
@@ -45,24 +47,31 @@ def setup_arguments(args: SetupArgs) -> str:
     return ", ".join(parts)
 
 
-def _run(module: cst.Module, path: str, setup: SetupArgs, opportunistic: bool) -> tuple[cst.Module, Rewriter]:
+def _run(module: cst.Module, path: str, setup: SetupArgs, opportunistic: bool,
+         drop_device_ids: bool) -> tuple[cst.Module, Rewriter]:
     report = FileReport(path=path)
-    rewriter = Rewriter(report, setup, rt=runtime_name(module), opportunistic=opportunistic)
+    rewriter = Rewriter(report, setup, rt=runtime_name(module), opportunistic=opportunistic,
+                        drop_device_ids=drop_device_ids)
     return MetadataWrapper(module).visit(rewriter), rewriter
 
 
 def scan(text: str, path: str) -> Scan:
     """First pass: the precision and backend the file names explicitly, and whether it needs ``rt``."""
     module = cst.parse_module(text)
-    _, rewriter = _run(module, path, SetupArgs(), opportunistic=False)
+    _, rewriter = _run(module, path, SetupArgs(), opportunistic=False, drop_device_ids=False)
     has_setup = runtime_name(module) != "rt" or bool(m.findall(module, m.Name("rt")))
-    return Scan(requests=rewriter.requests, needs_rt=rewriter.needs_rt or has_setup)
+    return Scan(requests=rewriter.requests, needs_rt=rewriter.needs_rt or has_setup,
+                cuda=bool(rewriter.report.changes))
 
 
-def port_source(text: str, path: str, setup: SetupArgs, *, opportunistic: bool) -> tuple[str, FileReport]:
-    """The ported text of one module and its report. Raises ``libcst.ParserSyntaxError`` on unparsable source."""
+def port_source(text: str, path: str, setup: SetupArgs, *, opportunistic: bool,
+                drop_device_ids: bool = True) -> tuple[str, FileReport]:
+    """The ported text of one module and its report. Raises ``libcst.ParserSyntaxError`` on unparsable source.
+
+    ``opportunistic`` and ``drop_device_ids``: see :class:`~ezpz.porting.rewriter.Rewriter`.
+    """
     module = cst.parse_module(text)
-    new, rewriter = _run(module, path, setup, opportunistic)
+    new, rewriter = _run(module, path, setup, opportunistic, drop_device_ids)
     new, added = place(new, rewriter.rt, setup_arguments(setup))
     report = rewriter.report
     code = new.code
