@@ -293,6 +293,19 @@ CASES = {
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
         torch.save(model.state_dict(), 'm.pt')
         """),
+    "a CUDA switch of the script's own is kept, its CUDA branch becomes the device": (
+        """\
+        import torch
+        use_cuda = not args.no_cuda and torch.cuda.is_available()
+        device = torch.device('cuda' if use_cuda else 'cpu')
+        """,
+        """\
+        import ezpz
+        import torch
+        rt = ezpz.hooks.setup()
+        use_cuda = not args.no_cuda and rt.device_type != 'cpu'
+        device = torch.device(str(rt.device) if use_cuda else 'cpu')
+        """),
     "a file with nothing CUDA is left alone (torch.save included)": (
         """\
         import torch

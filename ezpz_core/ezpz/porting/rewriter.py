@@ -233,13 +233,24 @@ class Rewriter(cst.CSTTransformer):
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
         found = self._if_exp_rewrite(original) if id(original) in self._claimed else None
         if found is None:
-            return updated
+            return self._if_exp_branches(original, updated)
         code, rule, why = found
         new = self._expr(code)
         self._changed(original, new, rule, why)
         for c in m.findall(original, m.Attribute()):
             self._handle(c)
         return new
+
+    def _if_exp_branches(self, original: cst.IfExp, updated: cst.IfExp) -> cst.IfExp:
+        """``'cuda' if args.cuda else 'cpu'``: the script's own switch stays, its CUDA branch becomes the device."""
+        changes = {}
+        for field in ("body", "orelse"):
+            branch = getattr(original, field)
+            if _is_cuda_string(branch):
+                new = self._expr("str(rt.device)")
+                self._changed(branch, new, "device", cat.DEVICE_STR_WHY + "; the script's own condition is kept")
+                changes[field] = new
+        return updated.with_changes(**changes) if changes else updated
 
     # -- statements -----------------------------------------------------------------------------------------
     def visit_If(self, node: cst.If) -> bool:
@@ -332,8 +343,9 @@ class Rewriter(cst.CSTTransformer):
         if not (cuda or nccl):
             return
         parent = self.get_metadata(ParentNodeProvider, node, None)
-        if isinstance(parent, (cst.Arg, cst.Assign, cst.AnnAssign)):
-            return  # rewritten by the call's or the assignment's rule
+        if isinstance(parent, (cst.Arg, cst.Assign, cst.AnnAssign)) or (
+                cuda and isinstance(parent, cst.IfExp) and node is not parent.test):
+            return  # rewritten by the call's, the assignment's or the conditional's rule
         if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
             holder = self.get_metadata(ParentNodeProvider, parent, None) if isinstance(parent, cst.ComparisonTarget) \
                 else parent
