@@ -389,14 +389,24 @@ def test_a_directory_agrees_on_one_setup_call_across_its_modules(tmp_path):
         "import torch\n\ndef ctx():\n    return torch.autocast('cuda', dtype=torch.bfloat16)\n")
     (tmp_path / "proj" / "main.py").write_text("import torch\nfrom pkg.amp import ctx\nx = torch.ones(1).cuda()\n")
     (tmp_path / "proj" / "broken.py").write_text("print 'python 2'\n")
+    (tmp_path / "proj" / "latin1.py").write_bytes("# caf\xe9\nx = 'cuda'\n".encode("latin-1"))
+    (tmp_path / "proj" / ".venv").mkdir()
+    (tmp_path / "proj" / ".venv" / "lib.py").write_text("import torch\ntorch.cuda.synchronize()\n")
     ported = port_path(tmp_path / "proj")
     assert ported.report.setup_call == "ezpz.hooks.setup(precision='bf16')"
     assert "rt = ezpz.hooks.setup(precision='bf16')" in ported.texts["main.py"][1]
     assert "rt = ezpz.hooks.get_runtime() or ezpz.hooks.setup(precision='bf16')" in ported.texts["pkg/amp.py"][1]
     statuses = {f.path: f.status for f in ported.report.files}
     assert statuses == {"main.py": "ported", "pkg/amp.py": "ported", "pkg/__init__.py": "unchanged",
-                        "broken.py": "skipped"}
-    assert ported.texts["broken.py"][0] == ported.texts["broken.py"][1]
+                        "broken.py": "skipped", "latin1.py": "skipped"}
+    assert ported.report.needs_hand and "broken.py" not in ported.texts
+    from ezpz.porting.project import write_outputs
+
+    write_outputs(ported, tmp_path / "mirror")
+    assert (tmp_path / "mirror" / "broken.py").read_text() == "print 'python 2'\n"  # copied as it was
+    assert (tmp_path / "mirror" / "latin1.py").read_bytes() == (tmp_path / "proj" / "latin1.py").read_bytes()
+    assert not (tmp_path / "mirror" / ".venv").exists()
+    assert "ezpz.hooks.setup(precision='bf16')" in (tmp_path / "mirror" / "main.py").read_text()
 
 
 def test_the_porter_needs_no_torch(tmp_path):

@@ -198,6 +198,10 @@ def test_in_place_and_the_refusals(tmp_path):
     refused = ezpz_port(script, "-o", tmp_path / "taken.py")
     assert refused.returncode == 2 and "already exists" in refused.stderr and "--force" in refused.stderr
     assert ezpz_port(tmp_path / "nope.py").returncode == 2
+    (tmp_path / "py2.py").write_text("print 'hello'\n")
+    unparsable = ezpz_port(tmp_path / "py2.py", "-o", tmp_path / "out.py")
+    assert unparsable.returncode == 2 and "cannot be ported" in unparsable.stderr
+    assert not (tmp_path / "out.py").exists()
     proc = ezpz_port(script, "--in-place")
     assert proc.returncode == 0 and "x = torch.ones(1).to(rt.device)" in script.read_text()
 

@@ -77,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
 
     ported = port_path(args.path)
     report = ported.report
+    if not ported.is_dir and report.files[0].skipped:
+        return _usage(f"PATH={str(args.path)!r} cannot be ported: {report.files[0].skipped.split(':')[0]}",
+                      "fix the file so that Python 3 parses it (python -m py_compile PATH says where), then port it")
     out: Path | None = args.output
     report_file: Path | None = args.report
     if out is not None:

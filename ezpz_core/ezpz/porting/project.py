@@ -22,7 +22,7 @@ from ezpz.porting.report import FileReport, PortReport
 from ezpz.porting.rewriter import SetupArgs
 from ezpz.porting.source import Scan, port_source, scan, setup_arguments
 
-__all__ = ["Ported", "port_path", "python_files", "write_outputs"]
+__all__ = ["Ported", "port_path", "project_files", "python_files", "write_outputs"]
 
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
 
@@ -37,14 +37,18 @@ class Ported:
     report: PortReport
 
 
-def python_files(root: Path) -> Iterator[Path]:
-    """The project's modules: ``*.py`` under ``root``, skipping hidden folders, caches and virtual environments."""
+def project_files(root: Path) -> Iterator[Path]:
+    """Every file of the project under ``root``, skipping hidden folders, caches, builds and virtual environments."""
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
                          and not (Path(folder) / d / "pyvenv.cfg").exists())
         for name in sorted(files):
-            if name.endswith(".py"):
-                yield Path(folder) / name
+            yield Path(folder) / name
+
+
+def python_files(root: Path) -> Iterator[Path]:
+    """The project's modules: the ``*.py`` files of :func:`project_files`."""
+    return (f for f in project_files(root) if f.suffix == ".py")
 
 
 def _decide(scans: dict[str, Scan]) -> tuple[SetupArgs, list[str]]:
@@ -79,7 +83,12 @@ def port_path(path: Path) -> Ported:
     scans: dict[str, Scan] = {}
     skipped: dict[str, str] = {}
     for f in files:
-        text = f.read_text(encoding="utf-8")
+        try:
+            text = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            texts[rel[f]] = ""
+            skipped[rel[f]] = f"not UTF-8 ({error.reason} at byte {error.start}): copied unchanged"
+            continue
         texts[rel[f]] = text
         try:
             scans[rel[f]] = scan(text, rel[f])
@@ -92,8 +101,7 @@ def port_path(path: Path) -> Ported:
     for name, text in texts.items():
         if name in skipped:
             report.files.append(FileReport(path=name, status="skipped", skipped=skipped[name]))
-            out[name] = (text, text)
-            continue
+            continue  # not in the texts: written nowhere, copied as it is into a mirror
         new, file_report = port_source(text, name, setup, opportunistic=cuda_project and scans[name].needs_rt,
                                        drop_device_ids=cuda_project)
         report.files.append(file_report)
@@ -104,7 +112,8 @@ def port_path(path: Path) -> Ported:
 def write_outputs(ported: Ported, out: Path | None) -> list[Path]:
     """Write the ported modules to ``out`` (a file, or a mirror of the directory), or over the sources when None.
 
-    A directory mirror gets every other file of the project copied as it is. Returns the files written.
+    A directory mirror gets every other file of the project copied as it is (a skipped module too); hidden
+    folders, caches, builds and virtual environments are left out. Returns the ported files written.
     """
     written: list[Path] = []
     if not ported.is_dir:
@@ -114,17 +123,14 @@ def write_outputs(ported: Ported, out: Path | None) -> list[Path]:
         target.write_text(new, encoding="utf-8")
         return [target]
     root = ported.root
-    if out is not None:
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
-            for name in files:
-                source = Path(folder) / name
-                relative = source.relative_to(root).as_posix()
-                if relative in ported.texts:
-                    continue
-                target = out / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
+    if out is not None:  # the mirror: the project's other files as they are (hidden folders, venvs and caches not)
+        for source in project_files(root):
+            relative = source.relative_to(root).as_posix()
+            if relative in ported.texts:
+                continue
+            target = out / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
     for name, (old, new) in ported.texts.items():
         target = (out if out is not None else root) / name
         if out is None and new == old:
