@@ -111,8 +111,8 @@ def _insert(body: list[cst.BaseStatement], index: int, stmt: cst.SimpleStatement
             take_lines: bool) -> list[cst.BaseStatement]:
     """``stmt`` before ``body[index]``; with ``take_lines`` it takes over that statement's leading blank lines."""
     body = list(body)
-    if take_lines and index < len(body) and isinstance(body[index], cst.SimpleStatementLine):
-        after = body[index]
+    after = body[index] if index < len(body) else None
+    if take_lines and isinstance(after, cst.SimpleStatementLine):
         stmt = stmt.with_changes(leading_lines=after.leading_lines)
         body[index] = after.with_changes(leading_lines=())
     body.insert(index, stmt)
@@ -151,7 +151,7 @@ def place(module: cst.Module, rt: str, setup_args: str) -> tuple[cst.Module, lis
     uses = _uses(module, rt)
     if not (uses.module_level or uses.in_function):
         return module, []
-    body = list(module.body)
+    body: list[cst.BaseStatement] = list(module.body)
     setup = cst.parse_statement(f"{rt} = ezpz.hooks.setup({setup_args})\n")
     assert isinstance(setup, cst.SimpleStatementLine)
     added: list[tuple[str, str]] = []
@@ -164,7 +164,9 @@ def place(module: cst.Module, rt: str, setup_args: str) -> tuple[cst.Module, lis
     if not _has_import_ezpz(body):
         first_setup = next((i for i, s in enumerate(body) if _is_setup(s, rt)), len(body))
         index = min(_import_index(body), first_setup)
-        body = _insert(body, index, cst.parse_statement("import ezpz\n"), take_lines=True)  # type: ignore[arg-type]
+        import_ezpz = cst.parse_statement("import ezpz\n")
+        assert isinstance(import_ezpz, cst.SimpleStatementLine)
+        body = _insert(body, index, import_ezpz, take_lines=True)
         added.append(("import ezpz", "with the imports"))
     module = module.with_changes(body=body)
     if not has_setup:

@@ -202,7 +202,7 @@ class Rewriter(cst.CSTTransformer):
 
     def _if_exp_rewrite(self, node: cst.IfExp) -> tuple[str, str, str] | None:
         """(replacement, rule, why) for a CUDA-derived conditional the catalogue knows, else None."""
-        test_calls = {n for c in m.findall(node.test, m.Call()) for n in self._names(c.func)}  # type: ignore[union-attr]
+        test_calls = {n for c in m.findall(node.test, m.Call()) if isinstance(c, cst.Call) for n in self._names(c.func)}
         if "torch.cuda.is_bf16_supported" in test_calls:
             body, orelse = self._dtype(node.body), self._dtype(node.orelse)
             if body and orelse:
@@ -363,7 +363,7 @@ class Rewriter(cst.CSTTransformer):
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "activities":
                     for attr in m.findall(arg.value, m.Attribute()):
-                        if self._is(attr, _CUDA_ACTIVITY):  # type: ignore[arg-type]
+                        if self._is(attr, _CUDA_ACTIVITY):
                             self._claimed.add(id(node))
         return True
 
@@ -615,9 +615,10 @@ class Rewriter(cst.CSTTransformer):
             self._changed(orig.value, new_value, "device" if "device" in code else "backend", why)
             args[i] = arg.with_changes(value=new_value)
             changed = True
-        if map_dict := next((a for a in original.args if a.keyword is not None and a.keyword.value ==
-                             "map_location" and isinstance(a.value, cst.Dict)), None):
-            if any(_is_cuda_string(e.key) for e in map_dict.value.elements if isinstance(e, cst.DictElement)):
+        mapping = next((a.value for a in original.args if a.keyword is not None and a.keyword.value ==
+                        "map_location" and isinstance(a.value, cst.Dict)), None)
+        if isinstance(mapping, cst.Dict):
+            if any(_is_cuda_string(e.key) for e in mapping.elements if isinstance(e, cst.DictElement)):
                 self._finding("unported", original, "map_location-dict", cat.UNPORTABLE["map_location-dict"])
         return updated.with_changes(args=args) if changed else updated
 
