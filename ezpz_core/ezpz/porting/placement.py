@@ -4,7 +4,7 @@
 alphabetical place. ``setup()`` runs once, as late as it can and as early as it
 must: at module level just before the first top-level statement that uses
 ``rt``; in a file that uses ``rt`` only inside functions (a library module of
-the project), at the start of each outermost function that does, as
+the project), in each outermost function that does, before its first use, as
 ``rt = ezpz.hooks.get_runtime() or ezpz.hooks.setup(...)`` (the runtime the entry
 script set up, else set up now with the arguments every ported file of the
 project shares; ``get_runtime()`` is a plain read, cheap in a per-batch helper). A file that already has a
@@ -49,6 +49,11 @@ class _Uses(cst.CSTVisitor):
             else:
                 self.module_level = True
         return False
+
+
+def _any_use(node: cst.CSTNode, rt: str) -> bool:
+    uses = _uses(node, rt)
+    return uses.module_level or uses.in_function
 
 
 def _uses(node: cst.CSTNode, rt: str) -> _Uses:
@@ -120,7 +125,7 @@ def _insert(body: list[cst.BaseStatement], index: int, stmt: cst.SimpleStatement
 
 
 class _FunctionSetup(cst.CSTTransformer):
-    """Adds the setup line at the start of each outermost function that uses ``rt`` and has none."""
+    """Adds the setup line to each outermost function that uses ``rt`` and has none, before its first use."""
 
     def __init__(self, rt: str, setup: cst.SimpleStatementLine) -> None:
         super().__init__()
@@ -135,12 +140,12 @@ class _FunctionSetup(cst.CSTTransformer):
         if self.depth or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         body = list(updated.body.body)
-        if not _uses(updated.body, self.rt).module_level and not _uses(updated.body, self.rt).in_function:
+        if not _any_use(updated.body, self.rt):
             return updated
         if any(m.findall(updated.body, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(
                 target=m.Name(self.rt))])]))):
             return updated  # it has its own rt (a setup line from an earlier port, or the script's)
-        at = 1 if body and m.matches(body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])) else 0
+        at = next(i for i, stmt in enumerate(body) if _any_use(stmt, self.rt))  # as late as it can, as at top level
         body.insert(at, self.setup)
         self.added += 1
         return updated.with_changes(body=updated.body.with_changes(body=body))
@@ -176,7 +181,7 @@ def place(module: cst.Module, rt: str, setup_args: str) -> tuple[cst.Module, lis
         module = module.visit(adder)
         if adder.added:
             added.append((f"{rt} = ezpz.hooks.get_runtime() or ezpz.hooks.setup({setup_args})",
-                          f"at the start of {adder.added} function(s) using {rt} (the file uses it only inside "
+                          f"in {adder.added} function(s) using {rt}, before the first use (the file uses it only inside "
                           "functions): the runtime the entry script set up, or set up now; get_runtime() is a plain "
                           "read, cheap in a per-batch helper"))
     return module, added
