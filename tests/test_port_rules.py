@@ -306,6 +306,27 @@ CASES = {
         use_cuda = not args.no_cuda and rt.device_type != 'cpu'
         device = torch.device(str(rt.device) if use_cuda else 'cpu')
         """),
+    "names imported from torch.cuda that only the rewritten lines used are dropped": (
+        """\
+        import torch
+        from torch.cuda.amp import GradScaler, autocast, custom_fwd  # AMP
+        from torch.cuda import nvtx
+        scaler = GradScaler()
+        with autocast():
+            pass
+        nvtx.range_push('x')
+        """,
+        """\
+        import ezpz
+        import torch
+        from torch.cuda.amp import custom_fwd  # AMP
+        from torch.cuda import nvtx
+        rt = ezpz.hooks.setup()
+        scaler = rt.grad_scaler()
+        with rt.autocast():
+            pass
+        nvtx.range_push('x')
+        """),
     "a file with nothing CUDA is left alone (torch.save included)": (
         """\
         import torch

@@ -92,6 +92,7 @@ class Rewriter(cst.CSTTransformer):
         self._handled: set[int] = set()  # CUDA references a rule took care of
         self._references: list[tuple[cst.CSTNode, str]] = []  # every outermost torch.cuda.* reference, in order
         self._guards: list[bool] = []  # per enclosing `if`: does its test ask dist.is_initialized()?
+        self._cuda_imports: list[tuple[str, int]] = []  # `from torch.cuda... import ...`: (code, line)
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _expr(self, code: str) -> cst.BaseExpression:
@@ -171,6 +172,8 @@ class Rewriter(cst.CSTTransformer):
         if node.module is not None and node.relative == ():
             module = self._code(node.module)
             self._check_module(node, module)
+            if module.startswith("torch.cuda"):
+                self._cuda_imports.append((self._code(node), self._line(node)))
         return False
 
     def _check_module(self, node: cst.CSTNode, module: str) -> None:
@@ -191,7 +194,41 @@ class Rewriter(cst.CSTTransformer):
                 self._finding("unknown", node, name, "not in ezpz port's catalogue: check what it does on other "
                               "devices (torch.accelerator and torch.get_device_module(rt.device) have "
                               "device-neutral forms of many torch.cuda calls)")
-        return updated
+        return self._prune_imports(original, updated)
+
+    def _prune_imports(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        """``from torch.cuda.amp import autocast, GradScaler`` whose names only the rewritten lines used: dropped."""
+        body = list(updated.body)
+        for index, stmt in enumerate(updated.body):
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+            if not (isinstance(small, cst.ImportFrom) and small.module is not None and small.relative == ()
+                    and isinstance(small.names, Sequence)):
+                continue
+            if not cst.Module(body=[]).code_for_node(small.module).startswith("torch.cuda"):
+                continue
+            keep = []
+            for alias in small.names:
+                local = alias.evaluated_alias or alias.evaluated_name
+                inside = _name_count(stmt, local)
+                was_used = _name_count(original, local) > inside
+                if not was_used or _name_count(updated, local) > inside:
+                    keep.append(alias)
+            if len(keep) == len(small.names):
+                continue
+            code = cst.Module(body=[]).code_for_node(small).strip()
+            line = next((line for text, line in self._cuda_imports if text == code), 0)
+            if keep:
+                last = keep[-1].with_changes(comma=small.names[-1].comma)
+                new_import = small.with_changes(names=[*keep[:-1], last])
+                body[index] = stmt.with_changes(body=[new_import])
+                after = cst.Module(body=[]).code_for_node(new_import).strip()
+            else:
+                body[index] = cst.RemovalSentinel.REMOVE  # type: ignore[call-overload]
+                after = ""
+            self.report.changes.append(Change(line=line, before=code, after=after, rule="import",
+                                              why="the names it imported are no longer used: the lines that used "
+                                                  "them call rt now"))
+        return updated.with_changes(body=[b for b in body if not isinstance(b, cst.RemovalSentinel)])
 
     # -- whole-expression patterns (claimed top-down) --------------------------------------------------------
     def visit_IfExp(self, node: cst.IfExp) -> bool:
@@ -621,6 +658,28 @@ class Rewriter(cst.CSTTransformer):
             if any(_is_cuda_string(e.key) for e in mapping.elements if isinstance(e, cst.DictElement)):
                 self._finding("unported", original, "map_location-dict", cat.UNPORTABLE["map_location-dict"])
         return updated.with_changes(args=args) if changed else updated
+
+
+class _NameCount(cst.CSTVisitor):
+    """How often a name is read or bound, not counting attribute names (``rt.autocast`` is no ``autocast``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name, self.count = name, 0
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        self.count += node.value == self.name
+        return False
+
+
+def _name_count(tree: cst.CSTNode, name: str) -> int:
+    counter = _NameCount(name)
+    tree.visit(counter)
+    return counter.count
 
 
 def _as_keyword(arg: cst.Arg, key: str) -> cst.Arg:
