@@ -1,0 +1,1 @@
+"""The project's own library: model, data and distributed helpers, each written for NVIDIA GPUs."""
