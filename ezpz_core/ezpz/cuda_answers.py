@@ -41,7 +41,9 @@ class CudaAnswers:
     answers ``(0, 0)`` and its report says so). ``properties``: what ``get_device_properties()`` answers
     (``name``, ``total_memory`` ...). ``streams``/``events``/``graphs``/``pinned_memory``: whether the device
     has them (None: read the device's torch module). ``missing_reduce_ops``: ``ReduceOp`` names the chosen
-    collective backend lacks (``AVG`` on gloo: the front reduces with ``SUM`` and divides). ``notes``:
+    collective backend lacks (``AVG`` on gloo: the front reduces with ``SUM`` and divides).
+    ``fused_optimizers``: whether torch's fused optimizer kernels (``AdamW(fused=True)``) run on the device
+    (None: as torch says; False: the front drops ``fused=True`` for the default implementation). ``notes``:
     ``torch.cuda`` names whose answer here differs from CUDA's, and how (copied into the report's header).
     """
 
@@ -55,5 +57,6 @@ class CudaAnswers:
     graphs: bool = False
     pinned_memory: bool | None = None
     missing_reduce_ops: tuple[str, ...] = field(default=(), converter=as_tuple)
+    fused_optimizers: bool | None = None
     notes: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
     plugin: str = ""

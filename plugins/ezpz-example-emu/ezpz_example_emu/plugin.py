@@ -187,7 +187,25 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     if plan.backend.name == collectives.BACKEND:
         collectives.register_backend()
         said += f" and the {collectives.BACKEND} process-group backend (gloo on the emu tensors' CPU memory)"
+    said += "; " + keep_shared_parameters_on_move()
     return LifecycleAction(reason=said)
+
+
+def keep_shared_parameters_on_move() -> str:
+    """Make ``Module.to`` move parameters in place, so parameters shared by two modules stay shared.
+
+    torch replaces a parameter in place only between tensor types it can shallow-copy (CPU, CUDA, XPU ...);
+    for a PrivateUse1 tensor it makes a new ``Parameter`` per module, so ``module.to('emu')`` unties weights
+    tied across modules (an embedding and its output layer). torch's swap mode keeps each parameter object.
+    """
+    import torch
+
+    if torch.__future__.get_swap_module_params_on_conversion():
+        return "Module.to already swaps parameters in place (torch.__future__), so tied weights stay tied"
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    return ("Module.to swaps parameters in place (torch.__future__.set_swap_module_params_on_conversion(True)): "
+            "otherwise moving a model to emu makes a new Parameter per module and weights tied across modules "
+            "come apart")
 
 
 @hookimpl

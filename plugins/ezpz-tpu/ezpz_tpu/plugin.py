@@ -270,7 +270,10 @@ def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) 
     return CudaAnswers(
         reason="XLA records a graph and runs it at the step boundary (torch_xla.sync() after optimizer.step()): "
                "no CUDA compute capability, streams, events, CUDA graphs or pinned host memory; the all-reduce "
-               "average is taken as SUM then divide, which every XLA backend can do",
+               "average is taken as SUM then divide, which every XLA backend can do; torch's fused optimizer "
+               "kernels do not run on xla tensors (torch.optim refuses fused=True there), so optimizers take "
+               "their default implementation",
         properties={"name": device.names[0] if device.names else "xla"},
         streams=False, events=False, graphs=False, pinned_memory=False, missing_reduce_ops=("AVG",),
+        fused_optimizers=False,
     )
