@@ -73,9 +73,8 @@ def test_nanogpt_unedited_equals_its_plain_cpu_run(device, tmp_path, plain):
             assert (source, call) in calls, (source, call, sorted(calls))
     assert any(c.startswith("torch.autocast('cuda', dtype=torch.float32)") for _, c in calls), calls
     assert any(c == "Tensor.to('cuda')" for _, c in calls) and any(c == "Tensor.pin_memory()" for _, c in calls)
-    if device == "emu":
-        tied = [r for r in data["sites"] if r["call"] == "Module.to: shared parameters"]
-        assert tied and tied[0]["became"].startswith("kept tied on emu"), data["sites"]
+    if device == "emu":  # emu's plugin keeps weights tied on Module.to (torch's swap mode): nothing to re-tie
+        assert not [r for r in data["sites"] if r["call"] == "Module.to: shared parameters"], data["sites"]
 
 
 def test_nanogpt_resumes_as_the_plain_run_resumes(tmp_path, plain):

@@ -80,4 +80,5 @@ def test_nanogpt_unedited_on_xla_first_loss_as_cpu_and_falls(tmp_path):
     assert (work / "out" / "ckpt.pt").is_file() and same_files(checkout, work)
     calls = {r["call"] for r in sites(work)}
     assert "torch.optim.AdamW(fused=True)" in calls, calls  # nanoGPT asks for fused AdamW on 'cuda'
+    assert "Module.to: shared parameters" in calls, calls  # wte/lm_head re-tied after the move to xla
     print(f"nanoGPT, 20 iterations with eval and checkpoints at 10 and 20, on xla: {took:.0f} s")
