@@ -31,6 +31,7 @@ PUBLIC: tuple[tuple[str, str], ...] = (
     ("ezpz.decisions", "plugins"),
     ("ezpz.policies", "plugins"),
     ("ezpz.compiling", "plugins"),
+    ("ezpz.cuda_answers", "plugins"),
     ("ezpz.errors", "plugins and scripts"),
     ("ezpz.plugin_kit", "plugins"),
     ("ezpz.failures.signatures", "plugins"),

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Private names the code touches that are not torch's, with whose they are.
 NOT_TORCH = {
+    "_t": "ezpz's own event timestamp (ezpz.cuda_compat.facade's Event on a device without events)",
     "_path": "importlib.metadata.PathDistribution's directory (ezpz.plugin_host.ep_cache)",
     "_replace": "a named tuple's public method",
     "_asdict": "a named tuple's public method",
@@ -202,6 +203,7 @@ PRESENT: dict[str, Callable[[object], bool]] = {
     "torch.distributed.device_mesh.DeviceMesh._flatten": lambda g: hasattr(_mesh_cls(), "_flatten"),
     "torch.distributed._composable.fsdp": lambda g: _importable("torch.distributed._composable.fsdp"),
     "torch.xpu._is_compiled": lambda g: hasattr(getattr(torch, "xpu", None), "_is_compiled"),
+    "torch.nn.Module._parameters": lambda g: hasattr(torch.nn.Linear(1, 1), "_parameters"),
     "torch._C._cuda_getArchFlags": lambda g: hasattr(torch._C, "_cuda_getArchFlags"),
 }
 

@@ -104,6 +104,8 @@ def _keeping_ties(site: Site, module: Any, move: Any, name: str) -> Any:
     (PrivateUse1 devices, XLA), torch makes a new Parameter per module and the tie silently breaks; the
     training then differs from CUDA's. Re-tying restores what the script had on CUDA.
     """
+    if not hasattr(module, "_parameters"):  # torch's private table (torch_private.PRIVATE_NAMES): no re-tie
+        return move()
     owners: dict[int, list[tuple[Any, str]]] = {}
     for owner in module.modules():
         for pname, param in owner._parameters.items():

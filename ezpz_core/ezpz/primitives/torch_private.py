@@ -59,6 +59,12 @@ _HERE = "ezpz_core/ezpz/primitives/torch_private.py"
 
 PRIVATE_NAMES: tuple[PrivateName, ...] = (
     PrivateName(
+        "torch.nn.Module._parameters", ("ezpz_core/ezpz/cuda_compat/tensors.py",),
+        "python -m ezpz.cuda_compat finds the parameters a model shares between modules before Module.to and "
+        "puts the one object back in each owner after it, where the device's move made one per module (XLA)",
+        "without it the re-tie cannot run: weights tied across modules (nanoGPT's wte/lm_head) train apart on "
+        "such a device, and the losses differ from CUDA's"),
+    PrivateName(
         "torch.autograd.profiler._is_profiler_enabled", (_HERE,),
         "whether a torch profiler is recording, so Runtime.range() opens a record_function only then and is a "
         "no-op otherwise (torch has no public 'is a profiler running')",
