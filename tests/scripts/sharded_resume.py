@@ -3,7 +3,7 @@
 Resumes from the latest complete checkpoint under ``--checkpoint-dir`` if there is one (at any world size), trains
 to ``--steps``, and saves a sharded checkpoint every ``--checkpoint-every`` steps. The data of rank ``r`` at step
 ``s`` is a function of (seed, r, s) only, so two runs of the same world size from the same checkpoint end with the
-same weights. Prints ``[ezpz] step N`` lines (``ezpz launch`` counts them as progress) and, with ``--report``,
+same weights. On SIGTERM every rank stops after the agreed step, saves, and exits 143. Prints ``[ezpz] step N`` lines (``ezpz launch`` counts them as progress) and, with ``--report``,
 writes (rank 0) the step it started from, the world size, the attempt and what ``rt.explain()`` said of the world.
 
 TESTING ONLY faults (``A:S:R`` = attempt A, step S, rank R; several comma-separated):
@@ -143,12 +143,16 @@ def main() -> None:
         rt.step()
         if rt.is_main:
             print(f"[ezpz] step {step:4d}  loss {loss.item():.5f}", flush=True)
-        if step % args.checkpoint_every == 0:
+        if step % args.checkpoint_every == 0 or rt.preempted:
             if (rt.attempt, step) in dies_in_save:
                 _die_in_save()
             ck.save_checkpoint(args.checkpoint_dir / f"step-{step:08d}", model=model, optimizer=opt, step=step)
             if rt.is_main:
                 print(f"[ezpz] checkpoint step {step} complete", flush=True)
+        if rt.preempted:  # SIGTERM: every rank stops after this agreed step, checkpointed above
+            if rt.is_main:
+                print(f"[ezpz] preempted: stopped after step {step}", flush=True)
+            break
         if (rt.attempt, step) in dies:
             _node_dies()
     if rt.is_main:
@@ -159,6 +163,7 @@ def main() -> None:
             args.report.write_text(json.dumps({"start_step": start, "world_size": rt.world_size,
                                                "attempt": rt.attempt, "world": world,
                                                "resumed_from": str(latest) if latest else None}))
+    ezpz.hooks.teardown()  # after a preemption: exit 143
 
 
 if __name__ == "__main__":
