@@ -13,7 +13,9 @@ other than the first (namespace 0 runs ``ezpz launch``, ``mpiexec`` and rank 0):
 - ``kill_in_save``: a node's rank dies inside a checkpoint save, after writing its shard (the save never completes);
 - ``sigterm_in_restart``: a node killed, then SIGTERM to ``ezpz launch`` as the next attempt starts (it must stop,
   exit 143, naming the first cause);
-- ``launcher_slow``: ``ezpz launch`` and ``mpiexec`` (the launcher's own host) slowed 3x for the whole run;
+- ``launcher_slow``: the launcher's own host slow: node 0 (``ezpz launch``, ``mpiexec``, rank 0) capped at a third
+  of a CPU for the whole run (a CPU cgroup; SIGSTOP is not used there: Open MPI's ``mpiexec`` forwards the
+  SIGCONT to the job, and stopped while it starts its daemons it exits 0 having run nothing);
 - ``shrink``: a node killed (the spare replaces it), then another once the next attempt is past its resume step
   (no spare left: the world shrinks from 3 to 2 ranks).
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import signal
@@ -57,25 +60,68 @@ STARTED = re.compile(r"\[ezpz\] attempt (\d+): world size (\d+); started from st
 RUNNING = re.compile(r"ezpz launch: attempt (\d+): running: ")
 
 
-def _rank_pids(bed: NetBed, i: int) -> list[int]:
-    """The ranks in node ``i``'s namespace: Open MPI's rank variable in their environment."""
+def _rank_pids(bed: NetBed, i: int, attempt: int | None = None) -> list[int]:
+    """The ranks in node ``i``'s namespace (of ``attempt`` if given): Open MPI's rank variable in their environment."""
     found = []
     for pid in ns_pids(bed, i):
         try:
-            if b"\0OMPI_COMM_WORLD_RANK=" in b"\0" + Path(f"/proc/{pid}/environ").read_bytes():
-                found.append(pid)
+            env = b"\0" + Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
-            pass
+            continue
+        if b"\0OMPI_COMM_WORLD_RANK=" in env and (attempt is None or f"\0EZPZ_ATTEMPT={attempt}\0".encode() in env):
+            found.append(pid)
     return found
 
 
-def _launcher_pids(bed: NetBed) -> list[int]:
-    """``ezpz launch`` and ``mpiexec`` in namespace 0: every process there that is not a rank."""
-    ranks = set(_rank_pids(bed, 0))
-    return [p for p in ns_pids(bed, 0) if p not in ranks]
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
+"""cgroup v1's cpu controller (``cpu.cfs_quota_us``); under cgroup v2 the same is ``cpu.max``."""
 
 
-def _duty(pids_of, stop: threading.Event) -> None:
+class _CpuCap:
+    """A CPU cgroup capped at ``fraction`` of one CPU; ``add(pid)`` moves a process in (its children follow)."""
+
+    def __init__(self, name: str, fraction: float) -> None:
+        self.v2 = not (CPU_CGROUPS / "tasks").exists()
+        root = Path("/sys/fs/cgroup") if self.v2 else CPU_CGROUPS
+        self.root, self.dir = root, root / name
+        self.dir.mkdir(exist_ok=True)
+        if self.v2:
+            (self.dir / "cpu.max").write_text(f"{int(100000 * fraction)} 100000\n")
+        else:
+            (self.dir / "cpu.cfs_period_us").write_text("100000\n")
+            (self.dir / "cpu.cfs_quota_us").write_text(f"{int(100000 * fraction)}\n")
+
+    def add(self, pid: int) -> None:
+        (self.dir / "cgroup.procs").write_text(f"{pid}\n")
+
+    def remove(self) -> None:
+        for _ in range(20):  # move whatever is left back to the root, then remove the group
+            try:
+                left = (self.dir / "cgroup.procs").read_text().split()
+            except OSError:
+                return
+            for pid in left:
+                try:
+                    (self.root / "cgroup.procs").write_text(f"{pid}\n")
+                except OSError:
+                    pass
+            try:
+                self.dir.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def cannot_cap_cpu() -> str | None:
+    """None when a CPU cgroup can be made here (``launcher_slow`` needs one), else why not."""
+    try:
+        _CpuCap(f"ezpz-chaos-probe-{os.getpid()}", 0.5).remove()
+    except OSError as error:
+        return f"cannot make a CPU cgroup under /sys/fs/cgroup ({error})"
+    return None
+
+
+def _duty(pids_of, stop: threading.Event) -> None:  # noqa: ANN001
     """3x slower: stopped 0.2 s of every 0.3 s, the pids re-read each cycle (new attempts, new processes)."""
     def run() -> None:
         while not stop.is_set():
@@ -107,20 +153,23 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
     first, second = victims
     job = [SHARDED, "--steps", str(steps), "--checkpoint-every", "5", "--step-sleep", "0.25",
            "--checkpoint-dir", str(tmp / f"{name}-ck")]
+    struck: set[str] = set()
     if kind == "kill_in_save":
         at_step = max(10, at_step - at_step % 5)
         job += ["--test-dies-in-save", f"0:{at_step}:{first}"]  # attempt 0 runs nodes 0, 1, 2 as ranks 0, 1, 2
+        struck.add(a[first])
     lines: list[tuple[float, str]] = []
     p = launch_on_bed(bed, tmp, name, ["--auto-retry", "--nhosts", "3", "--spare-nodes", "1", "--min-nodes", "2",
                                        "--timeout", "120"], list(a), job, timeout_s=TIMEOUT_S, merged=True)
     reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), ln)) for ln in iter(p.stdout.readline, "")],
                               daemon=True)
     reader.start()
-    struck: set[str] = set()
     fault_at, stage, stop_slow = None, 0, threading.Event()
     t0 = time.monotonic()
-    if kind == "launcher_slow":
-        _duty(lambda: _launcher_pids(bed), stop_slow)
+    cap = None
+    if kind == "launcher_slow":  # node 0 (ezpz launch, mpiexec, rank 0) gets a third of a CPU for the whole run
+        cap = _CpuCap(f"ezpz-chaos-{os.getpid()}-{name}", 1 / 3)
+        cap.add(p.pid)
         fault_at = t0
     while p.poll() is None and time.monotonic() - t0 < deadline_s:
         seen = [ln for _, ln in lines]
@@ -140,16 +189,19 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
                 _duty(lambda: _rank_pids(bed, first), stop_slow)
             elif kind == "sigterm":
                 signal_pids([pid for i in range(len(a)) for pid in _rank_pids(bed, i)], signal.SIGTERM)
-        elif stage == 0 and kind == "kill_in_save" and any(f"TESTING: node of pid" in ln for ln in seen):
-            stage, fault_at = 2, time.monotonic()
-            struck.add(a[first])
+        elif stage == 0 and kind == "kill_in_save" and any(
+                (m := STEP.search(ln)) and int(m.group(1)) >= at_step for ln in seen):
+            stage, fault_at = 2, time.monotonic()  # the save of step at_step is under way (the rank dies in it)
         elif stage == 1 and kind in ("kill_in_restart", "sigterm_in_restart") and any(
                 (m := RUNNING.search(ln)) and m.group(1) == "1" for ln in seen):
-            stage = 2
-            if kind == "kill_in_restart":
-                struck.add(a[second])
-                signal_pids(ns_pids(bed, second), signal.SIGKILL)
+            if kind == "kill_in_restart":  # once attempt 1's rank runs there, before its first step
+                if _rank_pids(bed, second, attempt=1) and not any(
+                        (m := STARTED.search(ln)) and m.group(1) == "1" for ln in seen):
+                    stage = 2
+                    struck.add(a[second])
+                    signal_pids(ns_pids(bed, second), signal.SIGKILL)
             else:
+                stage = 2
                 signal_pids([p.pid], signal.SIGTERM)  # the ip-netns-exec'd ezpz launch: same pid
         elif stage == 1 and kind == "shrink":
             starts = [(i, int(m.group(3))) for i, ln in enumerate(seen)
@@ -166,7 +218,8 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
         p.kill()
     p.wait()
     reader.join(timeout=10)
-    signal_pids(_launcher_pids(bed), signal.SIGCONT)
+    if cap is not None:
+        cap.remove()
     clean_nodes(bed)
     text = "".join(ln for _, ln in lines)
     job_dir = tmp / f"{name}-job"
@@ -261,7 +314,7 @@ def main() -> None:
         sys.exit(f"bench_chaos: --kinds {args.kinds!r}: expected some of {', '.join(KINDS)}")
     if args.steps < 18:
         sys.exit(f"bench_chaos: --steps {args.steps}: expected 18 or more (faults strike from step 7 to steps - 8)")
-    why = cannot_make_namespaces()
+    why = cannot_make_namespaces() or ("launcher_slow" in kinds and cannot_cap_cpu()) or None
     if why is not None:
         sys.exit(f"bench_chaos: {why}")
     runs: list[dict] = []
