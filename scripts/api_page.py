@@ -24,6 +24,7 @@ PUBLIC: tuple[tuple[str, str], ...] = (
     ("ezpz", "scripts"),
     ("ezpz.hooks", "scripts"),
     ("ezpz.runtime", "scripts"),
+    ("ezpz.checkpoints", "scripts and launchers"),
     ("ezpz.hookspecs", "plugins"),
     ("ezpz.facts", "plugins"),
     ("ezpz.decisions", "plugins"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CheckpointError",
     "ConfigError",
     "EzpzError",
     "JobMismatchError",
@@ -56,6 +57,10 @@ class ConfigError(EzpzError, ValueError):
         self.expected = expected
         self.fix = fix
         super().__init__(f"{name}={value!r} is not valid: expected {expected}. Fix: {fix}")
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint directory that is missing or incomplete, or a state that does not match the checkpoint."""
 
 
 class LaunchEnvError(ConfigError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ from ezpz.steps.clock import StepClock
 from ezpz.primitives.torch_private import profiler_enabled
 from ezpz.steps.boundary import StepMarker
 
+if TYPE_CHECKING:
+    from pathlib import Path
 if TYPE_CHECKING:  # the exchange (with statistics, decimal, fractions) loads only when setup() makes one: world > 1
     from ezpz.steps.straggler_exchange import StragglerWatch
 
@@ -197,13 +200,55 @@ class Runtime:
         On a lazy device the plugin brings every tensor in ``obj`` to the host in one transfer first
         (``explain()["step"]``; on XLA one graph run for all of them instead of one per tensor), so the file
         holds CPU tensors; on eager devices it is ``torch.save`` itself. Keyword arguments go to ``torch.save``.
+        A state dict holding sharded tensors (an FSDP2 model's) is refused, naming :meth:`save_checkpoint`:
+        ``torch.save`` would write this rank's shard alone.
         """
+        from ezpz.checkpoints.refusal import refuse_sharded
+
+        refuse_sharded(obj)
         to_host = self.plan.step.to_host if self.plan.step is not None else None
         if to_host is not None:
             obj = to_host(obj)
         import torch
 
         torch.save(obj, f, **kwargs)
+
+    def save_checkpoint(self, directory: str | os.PathLike[str], **state: Any) -> Path:
+        """Save ``state`` as a sharded checkpoint at ``directory``; every rank calls it, with the same names.
+
+        ``state`` holds modules (plain, DDP, FSDP2), optimizers (with the module they optimize),
+        objects with ``state_dict``/``load_state_dict`` (schedulers, grad scalers) and plain values
+        (``step=10``). Written through ``torch.distributed.checkpoint`` (each rank its shard) into a
+        hidden sibling, whose completion marker is written last before it is renamed to ``directory``:
+        a directory with that name is complete. Name directories with
+        :func:`ezpz.checkpoints.checkpoint_name` (``step-000010``) so :meth:`latest_checkpoint` finds
+        them. ``directory`` must be on a file system every rank sees. Collectives run under the process
+        group's timeout (``EZPZ_TIMEOUT``). Returns the checkpoint's path. See ``docs/checkpoints.md``.
+        """
+        from ezpz.checkpoints.sharded import save_checkpoint
+
+        return save_checkpoint(directory, state)
+
+    def load_checkpoint(self, directory: str | os.PathLike[str], **state: Any) -> dict[str, Any]:
+        """Restore the modules, optimizers and stateful objects in ``state`` in place; return the plain values.
+
+        Pass each under the name it was saved with; the world size may differ from the one that saved
+        (shards are re-cut for this one). A missing or incomplete ``directory`` raises
+        :class:`~ezpz.errors.CheckpointError` naming it, what it lacks and the fix.
+        """
+        from ezpz.checkpoints.sharded import load_checkpoint
+
+        return load_checkpoint(directory, state)
+
+    @staticmethod
+    def latest_checkpoint(parent: str | os.PathLike[str]) -> Path | None:
+        """The complete checkpoint under ``parent`` with the highest step (``step-000020``), or None.
+
+        The same as :func:`ezpz.checkpoints.latest_checkpoint`, which needs no torch.
+        """
+        from ezpz.checkpoints.layout import latest_checkpoint
+
+        return latest_checkpoint(parent)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""
