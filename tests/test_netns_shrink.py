@@ -60,7 +60,7 @@ def test_two_nodes_lost_at_different_steps_the_job_completes_on_two_with_the_wei
             assert p.returncode == 0, said[-6000:]
             # by hand: the step-10 checkpoint the last attempt resumed from, on the same two nodes
             (tmp_path / "hand-ck").mkdir()
-            shutil.copytree(tmp_path / "shrink-ck" / "step-00000010", tmp_path / "hand-ck" / "step-00000010")
+            shutil.copytree(tmp_path / "shrink-ck" / "step-000010", tmp_path / "hand-ck" / "step-000010")
             h = launch_on_bed(bed, tmp_path, "hand", ["-n", "2"], [a[0], a[2]], _job(tmp_path, "hand"))
             hand_said = _finish(h)
             assert h.returncode == 0, hand_said[-4000:]
@@ -105,5 +105,5 @@ def test_a_node_lost_during_a_checkpoint_save_the_next_attempt_loads_the_previou
     first = (tmp_path / "save-job" / "attempt-0" / "output.log").read_text()
     second = (tmp_path / "save-job" / "attempt-1" / "output.log").read_text()
     assert "checkpoint step 5 complete" in first and "checkpoint step 10 complete" not in first, first[-3000:]
-    assert "started from step 5 (" in second and "step-00000005" in second, second[-3000:]
+    assert "started from step 5 (" in second and "step-000005" in second, second[-3000:]
     assert json.loads((tmp_path / "save.json").read_text())["start_step"] == 5

@@ -1,5 +1,7 @@
 """A portable sharded-checkpoint training script for the shrink/failover tests (what docs' sharded script does).
 
+``rt.save_checkpoint`` / ``rt.load_checkpoint`` / ``rt.latest_checkpoint`` (docs/checkpoints.md).
+
 Resumes from the latest complete checkpoint under ``--checkpoint-dir`` if there is one (at any world size), trains
 to ``--steps``, and saves a sharded checkpoint every ``--checkpoint-every`` steps. The data of rank ``r`` at step
 ``s`` is a function of (seed, r, s) only, so two runs of the same world size from the same checkpoint end with the
@@ -25,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ezpz
+from ezpz.checkpoints import checkpoint_name
 
 
 def batch(seed: int, rank: int, step: int, size: int = 16, dim: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,48 +64,6 @@ def _die_in_save() -> None:
     FileSystemWriter.write_data = write_then_die  # type: ignore[method-assign]
 
 
-class _StandIn:
-    """Sharded checkpoints through torch.distributed.checkpoint, for a runtime without ``rt.save_checkpoint``:
-    written to ``<dir>.incomplete``, renamed to ``<dir>`` by rank 0 once every rank's shard is in (atomic)."""
-
-    def __init__(self, rt) -> None:  # type: ignore[no-untyped-def]
-        self.rt = rt
-
-    def _states(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
-        from torch.distributed.checkpoint.state_dict import get_state_dict
-
-        msd, osd = get_state_dict(model, optimizer)
-        return {"model": msd, "optimizer": osd, "step": torch.zeros((), dtype=torch.int64)}
-
-    def save_checkpoint(self, directory: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer,
-                        step: int) -> None:
-        import torch.distributed.checkpoint as dcp
-
-        tmp = directory.with_name(directory.name + ".incomplete")
-        state = self._states(model, optimizer)
-        state["step"] = torch.tensor(step, dtype=torch.int64)
-        dcp.save(state, checkpoint_id=str(tmp))
-        self.rt.barrier()
-        if self.rt.is_main:
-            os.replace(tmp, directory)
-        self.rt.barrier()
-
-    def load_checkpoint(self, directory: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import set_state_dict
-
-        state = self._states(model, optimizer)
-        dcp.load(state, checkpoint_id=str(directory))
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
-        return int(state["step"])
-
-    @staticmethod
-    def latest_checkpoint(parent: Path) -> Path | None:
-        found = [d for d in parent.glob("step-*") if d.is_dir() and not d.name.endswith(".incomplete")
-                 and (d / ".metadata").is_file()] if parent.is_dir() else []
-        return max(found, key=lambda d: d.name, default=None)
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=20)
@@ -121,11 +82,10 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     if rt.distributed:
         model = nn.parallel.DistributedDataParallel(model)
-    ck = _StandIn(rt)
     start = 0
-    latest = ck.latest_checkpoint(args.checkpoint_dir)
-    if latest is not None:
-        start = ck.load_checkpoint(latest, model=model, optimizer=opt)
+    latest = rt.latest_checkpoint(args.checkpoint_dir)
+    if latest is not None:  # the newest complete one: an interrupted save is never taken
+        start = int(rt.load_checkpoint(latest, model=model, optimizer=opt)["step"])
     world = next((f"{d.chosen}: {d.reason}" for d in rt.explain().decisions if d.topic == "world"), None)
     if rt.is_main:
         print(f"[ezpz] attempt {rt.attempt}: world size {rt.world_size}; started from step {start}"
@@ -146,7 +106,7 @@ def main() -> None:
         if step % args.checkpoint_every == 0 or rt.preempted:
             if (rt.attempt, step) in dies_in_save:
                 _die_in_save()
-            ck.save_checkpoint(args.checkpoint_dir / f"step-{step:08d}", model=model, optimizer=opt, step=step)
+            rt.save_checkpoint(args.checkpoint_dir / checkpoint_name(step), model=model, optimizer=opt, step=step)
             if rt.is_main:
                 print(f"[ezpz] checkpoint step {step} complete", flush=True)
         if rt.preempted:  # SIGTERM: every rank stops after this agreed step, checkpointed above
