@@ -55,4 +55,5 @@ def launch_on_bed(bed: NetBed, tmp: Path, name: str, ezpz_args: list[str], hosts
             "--hostfile", str(tmp / f"{name}.hosts"), "--retry-delay", "0", "--job-dir", str(tmp / f"{name}-job"),
             *ezpz_args, "--", sys.executable, *job]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True)
+                            stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True,
+                            errors="replace")  # a line cut mid-character (ranks interleave) must not stop a reader
