@@ -152,3 +152,66 @@ def test_explain_says_the_world_shrank_from_what_to_what_and_why():
                           env=clean_env(EZPZ_DEVICE="cpu", EZPZ_WORLD_SHRANK="6->4: host n2 excluded (lost_peer)"))
     assert proc.returncode == 0, proc.stderr
     assert "('world', 'shrank 6 -> 4 ranks', 'host n2 excluded (lost_peer) (from EZPZ_WORLD_SHRANK" in proc.stdout
+
+
+FAKE_MPIEXEC = '''#!{py}
+"""Stands in for mpiexec: notes each attempt's hosts, then fails the way Open MPI does when it loses a node's
+daemon (naming the node) for the attempts in BLAME, else succeeds."""
+import json, os, sys
+argv = sys.argv[1:]
+if argv[:1] == ["--version"]:
+    print("mpiexec (OpenRTE) 4.1.4"); sys.exit(0)
+hosts = list(dict.fromkeys(open(argv[argv.index("--hostfile") + 1]).read().split()))
+attempt = int(os.environ["EZPZ_ATTEMPT"])
+with open(os.environ["FAKE_NOTES"], "a") as notes:
+    notes.write(json.dumps({{"attempt": attempt, "hosts": hosts, "n": argv[argv.index("-n") + 1],
+                            "shrank": os.environ.get("EZPZ_WORLD_SHRANK")}}) + "\\n")
+print("step 1", flush=True)
+blame = json.loads(os.environ["FAKE_BLAME"]).get(str(attempt))
+if blame:
+    print(f"Remote daemon: [[1234,0],{{hosts.index(blame)}}] on node {{blame}}", flush=True)
+    sys.exit(1)
+'''
+
+
+def _fake_run(tmp_path, blame: dict[int, str], *flags: str):
+    import json
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "mpiexec").write_text(FAKE_MPIEXEC.format(py=sys.executable))
+    (bindir / "mpiexec").chmod(0o755)
+    (tmp_path / "hosts").write_text("h0\nh1\nh2\n")
+    env = clean_env(EZPZ_DEVICE="cpu", FAKE_NOTES=str(tmp_path / "notes"), FAKE_BLAME=json.dumps(blame))
+    env["PATH"] = f"{bindir}:{env['PATH']}"
+    proc = ezpz("launch", "--launcher", "mpiexec", "--hostfile", str(tmp_path / "hosts"), "--ppn", "2", "--auto-retry",
+                "--nhosts", "2", "--spare-nodes", "1", "--min-nodes", "1", "--retry-delay", "0", "--timeout", "60",
+                "--job-dir", str(tmp_path / "job"), *flags, "--", "python", "train.py", env=env)
+    notes = [json.loads(line) for line in (tmp_path / "notes").read_text().splitlines()]
+    return proc, notes
+
+
+def test_the_launcher_swaps_then_shrinks_then_readmits_with_the_world_named_on_each_attempt(tmp_path):
+    proc, notes = _fake_run(tmp_path, {0: "h1", 1: "h2", 2: "h0"}, "--readmit")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [x["hosts"] for x in notes] == [["h0", "h1"], ["h0", "h2"], ["h0"], ["h1"]], notes
+    assert [x["n"] for x in notes] == ["4", "4", "2", "2"]
+    assert notes[0]["shrank"] is None and notes[1]["shrank"] is None
+    for x in notes[2:]:
+        assert x["shrank"].startswith("4->2: host h2 excluded (attempt 1: launcher: ") and "--min-nodes 1" in x["shrank"]
+    assert "excluding host h1, using spare h2" in proc.stderr
+    assert "world shrinks from 2 to 1 host(s) (4 -> 2 ranks, 2 per host): host h2 excluded" in proc.stderr
+    assert "--readmit: host(s) h1 sat out an attempt: spare(s) again" in proc.stderr
+    assert "excluding host h0, using spare h1" in proc.stderr
+
+
+def test_without_readmit_an_excluded_host_is_not_taken_again_and_below_k_it_stops_naming_the_hosts_lost(tmp_path):
+    proc, notes = _fake_run(tmp_path, {0: "h1", 1: "h2", 2: "h0"})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert [x["hosts"] for x in notes] == [["h0", "h1"], ["h0", "h2"], ["h0"]], notes
+    stop = [line for line in proc.stderr.splitlines() if "attempt 2: exhausted:" in line]
+    assert stop and "fewer than --min-nodes 1" in stop[0], proc.stderr[-3000:]
+    for host, when in (("h1", "attempt 0"), ("h2", "attempt 1"), ("h0", "launcher")):
+        assert f"{host} ({when}" in stop[0], stop[0]
+    assert "ezpz launch: first cause: attempt 0: bad_host: bad host(s) h1" in proc.stderr
