@@ -108,16 +108,23 @@ def backoff_s(retry: int, base_s: float, cap_s: float = 60.0) -> float:
 
 
 def log_hits(text: str, signatures: Sequence[FailureSignature], hosts: Sequence[str]) -> tuple[LogHit, ...]:
-    """Each line of ``text`` that matches a signature (first match per line), with the active hosts it names."""
+    """Each line of ``text`` that matches a signature (first match per line), with the active hosts it names.
+
+    The hosts named inside the signature's match are the ones it points at (gloo's ``Connection closed by peer
+    [HOST]:PORT`` on a line that also names the rank's own host and others); only when the match names none
+    (Cray PALS puts the host at the start of the line) do the hosts named elsewhere on the line count.
+    """
     compiled = [(s, re.compile(s.pattern, re.IGNORECASE)) for s in signatures]
     named = [(h, re.compile(rf"(?<![\w.-]){re.escape(h)}(?![\w-])")) for h in hosts]  # host.fqdn counts
     found = []
     for line in text.splitlines():
         for sig, rx in compiled:
-            if rx.search(line):
+            match = rx.search(line)
+            if match:
+                inside = tuple(h for h, hx in named if hx.search(match.group(0)))
                 found.append(LogHit(line=line.strip()[:300], kind=sig.kind, reason=sig.reason,
                                     blames_host=sig.blames_host,
-                                    hosts=tuple(h for h, hx in named if hx.search(line))))
+                                    hosts=inside or tuple(h for h, hx in named if hx.search(line))))
                 break
     return tuple(found)
 
