@@ -259,7 +259,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             (adir / "verdict.json").write_text(json.dumps(
                 {"attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
                  "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
-                "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": first_cause,
+                 "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": first_cause,
                  "records": [r.to_dict() for r in records]}, indent=1, default=str))
             if stop.stopped:
                 err(f"{P}: interrupted: no more attempts (job directory {job_dir})")
