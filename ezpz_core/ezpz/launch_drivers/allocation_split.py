@@ -1,5 +1,7 @@
-"""Split an allocation's hosts into the ones a job runs on and spares; swap a bad host for a spare, or, with
-``--min-nodes``, drop it when no spare is left (pure)."""
+"""Split an allocation's hosts into active hosts and spares; swap a bad host for a spare, or drop it (pure).
+
+A bad host is dropped only under ``--min-nodes``, when no spare is left; ``--readmit`` makes an excluded host a spare
+again."""
 
 from __future__ import annotations
 
