@@ -1,20 +1,31 @@
-"""Chaos soak: the main job on 4 network-namespace nodes (3 active, 1 spare) under ``ezpz launch --auto-retry``.
+"""Chaos soak: a sharded-checkpoint job on 4 network-namespace nodes under ``ezpz launch --auto-retry --min-nodes 2``.
 
-Seeded random faults, one per run, at a random step after the warm-up, on a random node other than the first
-(namespace 0 also runs ``ezpz launch`` and holds rank 0's rendezvous store):
+Every run starts on 3 active nodes with 1 spare and runs ``tests/scripts/sharded_resume.py`` (checkpoint every 5
+steps, resumed at any world size). One seeded fault per run, at a random step after the warm-up, on a random node
+other than the first (namespace 0 runs ``ezpz launch``, ``mpiexec`` and rank 0):
 
 - ``kill``: every process in the node's namespace SIGKILLed;
 - ``link``: the node's link cut (``ip link set eth0 down``);
 - ``hang``: the node's rank frozen (SIGSTOP);
 - ``slow``: the node's rank slowed 3x (SIGSTOP 2/3 of every 0.3 s, until the run ends);
-- ``sigterm``: SIGTERM to every rank (a preemption of the ranks; ``ezpz launch`` itself is not signalled).
+- ``sigterm``: SIGTERM to every rank (a preemption of the ranks; ``ezpz launch`` itself is not signalled);
+- ``kill_in_restart``: a node killed, then a second one as soon as the failover's next attempt starts;
+- ``kill_in_save``: a node's rank dies inside a checkpoint save, after writing its shard (the save never completes);
+- ``sigterm_in_restart``: a node killed, then SIGTERM to ``ezpz launch`` as the next attempt starts (it must stop,
+  exit 143, naming the first cause);
+- ``launcher_slow``: the launcher's own host slow: node 0 (``ezpz launch``, ``mpiexec``, rank 0) capped at a third
+  of a CPU for the whole run (a CPU cgroup; SIGSTOP is not used there: Open MPI's ``mpiexec`` forwards the
+  SIGCONT to the job, and stopped while it starts its daemons it exits 0 having run nothing);
+- ``shrink``: a node killed (the spare replaces it), then another once the next attempt is past its resume step
+  (no spare left: the world shrinks from 3 to 2 ranks).
 
-Per kind: runs, completed (exit 0), final weights equal to the uninterrupted run (max |difference| <= 1e-6),
-wrong hosts blamed (excluded but not the faulty node, or any host for slow/sigterm), and the mean time from the
-fault to the next step running (a step line two past the step at the fault). Needs root (network namespaces)
-and Open MPI. Writes JSON to ``--out``.
+Per kind: runs, completed (exit 0), stopped naming the right first cause (``sigterm_in_restart``: exit 143 and
+``first cause: attempt 0: bad_host``; any other stop must print a first cause), hangs (a run still going after
+``--deadline`` seconds is killed and counted), hosts wrongly blamed (excluded but not a node the fault struck), and
+steps lost beyond the last complete checkpoint (an attempt resuming from an older step than the newest checkpoint
+reported complete before it). Needs root (network namespaces) and Open MPI. Writes JSON to ``--out``.
 
-    sudo python benchmarks/bench_chaos.py [--faults 25] [--seed 0] [--steps 40] [--kinds kill,link,...] [--out F]
+    sudo python benchmarks/bench_chaos.py [--faults 20] [--seed 0] [--steps 25] [--kinds kill,link,...] [--out F]
 """
 
 from __future__ import annotations
@@ -30,185 +41,291 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from netns import NetBed, cannot_make_namespaces, net_bed  # noqa: E402
-from test_netns_nodes import node_env  # noqa: E402
+from netns_launch import SHARDED, clean_nodes, launch_on_bed, ns_pids, signal_pids  # noqa: E402
 
-KINDS = ("kill", "link", "hang", "slow", "sigterm")
+KINDS = ("kill", "link", "hang", "slow", "sigterm", "kill_in_restart", "kill_in_save", "sigterm_in_restart",
+         "launcher_slow", "shrink")
+STOPS = {"sigterm_in_restart"}
+"""Kinds whose right end is a stop (exit 143), not a completed job."""
 TIMEOUT_S = 20
 STEP = re.compile(r"\[ezpz\] step\s+(\d+)")
+COMPLETE = re.compile(r"\[ezpz\] checkpoint step (\d+) complete")
+STARTED = re.compile(r"\[ezpz\] attempt (\d+): world size (\d+); started from step (\d+)")
+RUNNING = re.compile(r"ezpz launch: attempt (\d+): running: ")
 
 
-def _ns_pids(bed: NetBed, i: int) -> list[int]:
-    out = subprocess.run(["ip", "netns", "pids", bed.ns(i)], capture_output=True, text=True, timeout=30).stdout
-    return [int(p) for p in out.split()]
-
-
-def _rank_pids(bed: NetBed, i: int) -> list[int]:
-    """The ranks in node ``i``'s namespace: Open MPI's rank variable in their environment (not ``ezpz launch``,
-    ``mpiexec`` or ``orted``, whose command lines name the job too)."""
+def _rank_pids(bed: NetBed, i: int, attempt: int | None = None) -> list[int]:
+    """The ranks in node ``i``'s namespace (of ``attempt`` if given): Open MPI's rank variable in their environment."""
     found = []
-    for pid in _ns_pids(bed, i):
+    for pid in ns_pids(bed, i):
         try:
-            if b"\0OMPI_COMM_WORLD_RANK=" in b"\0" + Path(f"/proc/{pid}/environ").read_bytes():
-                found.append(pid)
+            env = b"\0" + Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
-            pass
+            continue
+        if b"\0OMPI_COMM_WORLD_RANK=" in env and (attempt is None or f"\0EZPZ_ATTEMPT={attempt}\0".encode() in env):
+            found.append(pid)
     return found
 
 
-def _signal(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
+"""cgroup v1's cpu controller (``cpu.cfs_quota_us``); under cgroup v2 the same is ``cpu.max``."""
 
 
-def _launch(bed: NetBed, tmp: Path, name: str, extra: list[str], hosts: list[str], steps: int) -> subprocess.Popen:
-    (tmp / f"{name}.hosts").write_text("".join(h + "\n" for h in hosts))
-    agent = tmp / "agent-tmpdir.sh"  # each node its own Open MPI session directory (tests/test_netns_failover.py)
-    agent.write_text(f'#!/bin/sh\nhost=$1; shift\nmkdir -p /tmp/ompi-$host\n'
-                     f'exec {bed.agent(tmp / "agent.sh")} "$host" "OMPI_MCA_orte_tmpdir_base=/tmp/ompi-$host $*"\n')
-    agent.chmod(0o755)
-    env = node_env(EZPZ_TIMEOUT=str(TIMEOUT_S), OMPI_MCA_plm_rsh_agent=str(agent), EZPZ_HANG_BUDGET_WARMUP="3",
-                   OMPI_MCA_oob_tcp_if_include="198.18.0.0/15", OMPI_MCA_btl_tcp_if_include="198.18.0.0/15")
-    argv = [*bed.exec_prefix(0), sys.executable, "-m", "ezpz", "launch", "--launcher", "mpiexec", "--ppn", "1",
-            "--hostfile", str(tmp / f"{name}.hosts"), "--retry-delay", "0", "--job-dir", str(tmp / f"{name}-job"),
-            *extra, "--", sys.executable, "-m", "ezpz.examples.train", "--steps", str(steps), "--log-every", "1",
-            "--checkpoint-every", "5", "--checkpoint-dir", str(tmp / f"{name}-ck"),
-            "--final-weights", str(tmp / f"{name}.pt")]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+class _CpuCap:
+    """A CPU cgroup capped at ``fraction`` of one CPU; ``add(pid)`` moves a process in (its children follow)."""
+
+    def __init__(self, name: str, fraction: float) -> None:
+        self.v2 = not (CPU_CGROUPS / "tasks").exists()
+        root = Path("/sys/fs/cgroup") if self.v2 else CPU_CGROUPS
+        self.root, self.dir = root, root / name
+        self.dir.mkdir(exist_ok=True)
+        if self.v2:
+            (self.dir / "cpu.max").write_text(f"{int(100000 * fraction)} 100000\n")
+        else:
+            (self.dir / "cpu.cfs_period_us").write_text("100000\n")
+            (self.dir / "cpu.cfs_quota_us").write_text(f"{int(100000 * fraction)}\n")
+
+    def add(self, pid: int) -> None:
+        (self.dir / "cgroup.procs").write_text(f"{pid}\n")
+
+    def remove(self) -> None:
+        for _ in range(20):  # move whatever is left back to the root, then remove the group
+            try:
+                left = (self.dir / "cgroup.procs").read_text().split()
+            except OSError:
+                return
+            for pid in left:
+                try:
+                    (self.root / "cgroup.procs").write_text(f"{pid}\n")
+                except OSError:
+                    pass
+            try:
+                self.dir.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
 
 
-def _watch(p: subprocess.Popen, lines: list[tuple[float, str]]) -> threading.Thread:
-    t = threading.Thread(target=lambda: [lines.append((time.monotonic(), ln)) for ln in iter(p.stdout.readline, "")],
-                         daemon=True)
-    t.start()
-    return t
+def cannot_cap_cpu() -> str | None:
+    """None when a CPU cgroup can be made here (``launcher_slow`` needs one), else why not."""
+    try:
+        _CpuCap(f"ezpz-chaos-probe-{os.getpid()}", 0.5).remove()
+    except OSError as error:
+        return f"cannot make a CPU cgroup under /sys/fs/cgroup ({error})"
+    return None
 
 
-def _one(bed: NetBed, tmp: Path, name: str, kind: str, victim: int, at_step: int, steps: int) -> dict:
-    import torch
+def _duty(pids_of: Callable[[], list[int]], stop: threading.Event) -> None:
+    """3x slower: stopped 0.2 s of every 0.3 s, the pids re-read each cycle (new attempts, new processes)."""
+    def run() -> None:
+        while not stop.is_set():
+            pids = pids_of()
+            signal_pids(pids, signal.SIGSTOP)
+            time.sleep(0.2)
+            signal_pids(pids, signal.SIGCONT)
+            time.sleep(0.1)
+    threading.Thread(target=run, daemon=True).start()
 
+
+def _steps_lost(text: str) -> tuple[int, list[tuple[int, int, int]]]:
+    """Steps lost beyond the last complete checkpoint: for each resumed attempt, the newest checkpoint reported
+    complete before it minus the step it resumed from (0 when it took the newest)."""
+    complete, lost, resumes = 0, 0, []
+    for line in text.splitlines():
+        if (m := COMPLETE.search(line)) is not None:
+            complete = max(complete, int(m.group(1)))
+        elif (m := STARTED.search(line)) is not None and int(m.group(1)) > 0:
+            resumed = int(m.group(3))
+            resumes.append((int(m.group(1)), int(m.group(2)), resumed))
+            lost += max(0, complete - resumed)
+    return lost, resumes
+
+
+def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int], at_step: int, steps: int,
+         deadline_s: float) -> dict:
     a = bed.addresses
+    first, second = victims
+    job = [SHARDED, "--steps", str(steps), "--checkpoint-every", "5", "--step-sleep", "0.25",
+           "--checkpoint-dir", str(tmp / f"{name}-ck")]
+    struck: set[str] = set()
+    if kind == "kill_in_save":
+        at_step = max(10, at_step - at_step % 5)
+        job += ["--test-dies-in-save", f"0:{at_step}:{first}"]  # attempt 0 runs nodes 0, 1, 2 as ranks 0, 1, 2
+        struck.add(a[first])
     lines: list[tuple[float, str]] = []
-    p = _launch(bed, tmp, name, ["--auto-retry", "--nhosts", "3", "--spare-nodes", "1", "--timeout", "120"],
-                list(a), steps)
-    reader = _watch(p, lines)
-    fault_at, stop_slow = None, threading.Event()
+    p = launch_on_bed(bed, tmp, name, ["--auto-retry", "--nhosts", "3", "--spare-nodes", "1", "--min-nodes", "2",
+                                       "--timeout", "120"], list(a), job, timeout_s=TIMEOUT_S, merged=True)
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), ln)) for ln in iter(p.stdout.readline, "")],
+                              daemon=True)
+    reader.start()
+    fault_at, stage, stop_slow = None, 0, threading.Event()
     t0 = time.monotonic()
-    while p.poll() is None and time.monotonic() - t0 < 600:
-        if fault_at is None and any((m := STEP.search(ln)) and int(m.group(1)) >= at_step for _, ln in lines):
-            fault_at = time.monotonic()
-            if kind == "kill":
-                _signal(_ns_pids(bed, victim), signal.SIGKILL)
+    cap = None
+    if kind == "launcher_slow":  # node 0 (ezpz launch, mpiexec, rank 0) gets a third of a CPU for the whole run
+        cap = _CpuCap(f"ezpz-chaos-{os.getpid()}-{name}", 1 / 3)
+        cap.add(p.pid)
+        fault_at = t0
+    while p.poll() is None and time.monotonic() - t0 < deadline_s:
+        seen = [ln for _, ln in lines]
+        if stage == 0 and kind != "launcher_slow" and any((m := STEP.search(ln)) and int(m.group(1)) >= at_step
+                                                          for ln in seen):
+            stage, fault_at = 1, time.monotonic()
+            if kind in ("kill", "kill_in_restart", "sigterm_in_restart", "shrink"):
+                struck.add(a[first])
+                signal_pids(ns_pids(bed, first), signal.SIGKILL)
             elif kind == "link":
-                subprocess.run([*bed.exec_prefix(victim), "ip", "link", "set", "eth0", "down"], check=True, timeout=30)
+                struck.add(a[first])
+                subprocess.run([*bed.exec_prefix(first), "ip", "link", "set", "eth0", "down"], check=True, timeout=30)
             elif kind == "hang":
-                _signal(_rank_pids(bed, victim), signal.SIGSTOP)
+                struck.add(a[first])
+                signal_pids(_rank_pids(bed, first), signal.SIGSTOP)
             elif kind == "slow":
-                pids = _rank_pids(bed, victim)
-
-                def duty() -> None:
-                    while not stop_slow.is_set():
-                        _signal(pids, signal.SIGSTOP)
-                        time.sleep(0.2)
-                        _signal(pids, signal.SIGCONT)
-                        time.sleep(0.1)
-                threading.Thread(target=duty, daemon=True).start()
+                _duty(lambda: _rank_pids(bed, first), stop_slow)
             elif kind == "sigterm":
-                _signal([pid for i in range(3) for pid in _rank_pids(bed, i)], signal.SIGTERM)
+                signal_pids([pid for i in range(len(a)) for pid in _rank_pids(bed, i)], signal.SIGTERM)
+        elif stage == 0 and kind == "kill_in_save" and any(
+                (m := STEP.search(ln)) and int(m.group(1)) >= at_step for ln in seen):
+            stage, fault_at = 2, time.monotonic()  # the save of step at_step is under way (the rank dies in it)
+        elif stage == 1 and kind in ("kill_in_restart", "sigterm_in_restart") and any(
+                (m := RUNNING.search(ln)) and m.group(1) == "1" for ln in seen):
+            if kind == "kill_in_restart":  # once attempt 1's rank runs there, before its first step
+                if _rank_pids(bed, second, attempt=1) and not any(
+                        (m := STARTED.search(ln)) and m.group(1) == "1" for ln in seen):
+                    stage = 2
+                    struck.add(a[second])
+                    signal_pids(ns_pids(bed, second), signal.SIGKILL)
+            else:
+                stage = 2
+                signal_pids([p.pid], signal.SIGTERM)  # the ip-netns-exec'd ezpz launch: same pid
+        elif stage == 1 and kind == "shrink":
+            starts = [(i, int(m.group(3))) for i, ln in enumerate(seen)
+                      if (m := STARTED.search(ln)) and m.group(1) == "1"]
+            if starts and any((m := STEP.search(ln)) and int(m.group(1)) >= starts[0][1] + 3
+                              for ln in seen[starts[0][0]:]):
+                stage = 2
+                struck.add(a[second])
+                signal_pids(ns_pids(bed, second), signal.SIGKILL)
         time.sleep(0.05)
+    hung = p.poll() is None
     stop_slow.set()
-    if p.poll() is None:
+    if hung:
         p.kill()
     p.wait()
     reader.join(timeout=10)
-    for i in range(1, 4):  # strays and frozen ranks; namespace 0 holds ezpz launch, already ended
-        _signal(_ns_pids(bed, i), signal.SIGCONT)
-        _signal(_ns_pids(bed, i), signal.SIGKILL)
-        subprocess.run([*bed.exec_prefix(i), "ip", "link", "set", "eth0", "up"], capture_output=True, timeout=30)
-    job = tmp / f"{name}-job"
-    verdicts = [json.loads(v.read_text()) for v in sorted(job.glob("attempt-*/verdict.json"),
+    if cap is not None:
+        cap.remove()
+    clean_nodes(bed)
+    text = "".join(ln for _, ln in lines)
+    job_dir = tmp / f"{name}-job"
+    verdicts = [json.loads(v.read_text()) for v in sorted(job_dir.glob("attempt-*/verdict.json"),
                                                           key=lambda v: int(v.parent.name.split("-")[1]))]
     excluded = [h for v in verdicts for h in v["verdict"].get("exclude", [])]
-    expected = {a[victim]} if kind in ("kill", "link", "hang") else set()
-    wrong = sorted(set(excluded) - expected)
-    equal, diff = False, None
-    if p.returncode == 0 and (tmp / f"{name}.pt").exists():
-        w0, w1 = torch.load(tmp / "plain.pt"), torch.load(tmp / f"{name}.pt")
-        diff = max((w0[k] - w1[k]).abs().max().item() for k in w0)
-        equal = diff <= 1e-6
-    fault_step = None
-    recover_s = None
-    if fault_at is not None:
-        before = [int(m.group(1)) for t, ln in lines if t <= fault_at and (m := STEP.search(ln))]
-        fault_step = max(before) if before else at_step
-        after = [t for t, ln in lines if t > fault_at and (m := STEP.search(ln)) and int(m.group(1)) >= fault_step + 2]
-        recover_s = round(after[0] - fault_at, 1) if after else None
-    row = {"kind": kind, "victim": a[victim], "at_step": fault_step, "status": p.returncode,
-           "completed": p.returncode == 0, "equal": equal, "max_diff": diff, "excluded": excluded, "wrong": wrong,
-           "outcomes": [v["verdict"]["outcome"] for v in verdicts], "fault_to_next_step_s": recover_s,
+    wrong = sorted(set(excluded) - struck)
+    cause = re.search(r"ezpz launch: first cause: (.*)", text)
+    if kind in STOPS:
+        right_stop = p.returncode == 143 and cause is not None and cause.group(1).startswith("attempt 0: bad_host")
+    else:
+        right_stop = p.returncode not in (0, None) and not hung and cause is not None
+    lost, resumes = _steps_lost(text)
+    row = {"kind": kind, "struck": sorted(struck), "at_step": at_step, "status": p.returncode,
+           "completed": p.returncode == 0, "stopped_right": right_stop and p.returncode != 0, "hung": hung,
+           "excluded": excluded, "wrong": wrong, "outcomes": [v["verdict"]["outcome"] for v in verdicts],
+           "world_sizes": [v.get("world_size") for v in verdicts], "resumes": resumes, "steps_lost": lost,
+           "first_cause": cause.group(1)[:300] if cause else None,
+           "fault_to_end_s": round(time.monotonic() - fault_at, 1) if fault_at else None,
            "wall_s": round(time.monotonic() - t0, 1)}
-    if wrong or not equal:  # keep the evidence: each attempt's verdict with the records it read, and the log's tail
-        row["verdicts"] = verdicts
-        row["log_tail"] = "".join(ln for _, ln in lines)[-6000:]
+    good = (row["completed"] if kind not in STOPS else row["stopped_right"]) and not wrong and not hung and not lost
+    if not good:  # keep the evidence: each attempt's verdict and the log's tail
+        row["verdicts"] = [v["verdict"] for v in verdicts]
+        row["log_tail"] = text[-6000:]
     return row
+
+
+def _table(runs: list[dict]) -> dict:
+    table = {}
+    for kind in KINDS:
+        rows = [r for r in runs if r["kind"] == kind]
+        if rows:
+            table[kind] = {"runs": len(rows), "completed": sum(r["completed"] for r in rows),
+                           "stopped_right": sum(r["stopped_right"] for r in rows),
+                           "hangs": sum(r["hung"] for r in rows), "wrong_hosts": sum(len(r["wrong"]) for r in rows),
+                           "steps_lost": sum(r["steps_lost"] for r in rows),
+                           "mean_wall_s": round(sum(r["wall_s"] for r in rows) / len(rows), 1)}
+    return table
+
+
+def print_table(table: dict, title: str) -> None:
+    print(title)
+    print(f"{'kind':19} {'runs':>4} {'completed':>9} {'stopped,right cause':>19} {'hangs':>5} {'wrong hosts':>11} "
+          f"{'steps lost':>10} {'mean s':>6}")
+    for kind, r in table.items():
+        print(f"{kind:19} {r['runs']:4d} {r['completed']:9d} {r['stopped_right']:19d} {r['hangs']:5d} "
+              f"{r['wrong_hosts']:11d} {r['steps_lost']:10d} {r['mean_wall_s']:6.1f}")
+    tot = {k: sum(r[k] for r in table.values()) for k in ("runs", "completed", "stopped_right", "hangs",
+                                                          "wrong_hosts", "steps_lost")}
+    print(f"{'all':19} {tot['runs']:4d} {tot['completed']:9d} {tot['stopped_right']:19d} {tot['hangs']:5d} "
+          f"{tot['wrong_hosts']:11d} {tot['steps_lost']:10d}")
+
+
+def soak(faults: int, seed: int, steps: int, kinds: tuple[str, ...], net: int = 60, deadline_s: float = 360,
+         out: Path | None = None, log=print) -> list[dict]:
+    """Run ``faults`` seeded faults (kinds in turn, shuffled) and return one row per run."""
+    rng = random.Random(seed)
+    plan = []
+    for i in range(faults):
+        first, second = rng.sample((1, 2), 2)
+        plan.append((kinds[i % len(kinds)], (first, second), rng.randint(7, steps - 8)))
+    rng.shuffle(plan)
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="ezpz-chaos-") as d, net_bed(4, net=net) as bed:
+        for i, (kind, victims, at) in enumerate(plan):
+            # kill_in_restart's second node is the spare (node 3) or a survivor: both run attempt 1
+            if kind == "kill_in_restart":
+                victims = (victims[0], rng.choice((victims[1], 3)))
+            row = _one(bed, Path(d), f"run{i}", kind, victims, at, steps, deadline_s)
+            row["seed"] = seed
+            runs.append(row)
+            log(json.dumps({k: v for k, v in row.items() if k not in ("verdicts", "log_tail")}))
+            if out is not None:
+                out.write_text(json.dumps({"seed": seed, "steps": steps, "table": _table(runs), "runs": runs},
+                                          indent=1))
+    return runs
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--faults", type=int, default=25)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--faults", type=int, default=20, help="faults per seed")
+    ap.add_argument("--seed", type=int, default=0, help="the first seed")
+    ap.add_argument("--seeds", type=int, default=1, help="how many seeds, from --seed on")
+    ap.add_argument("--steps", type=int, default=25)
+    ap.add_argument("--deadline", type=float, default=360.0, help="a run still going after this long is a hang")
     ap.add_argument("--out", type=Path, default=Path("chaos.json"))
     ap.add_argument("--kinds", default=",".join(KINDS), help="the fault kinds to draw from, comma-separated")
+    ap.add_argument("--net", type=int, default=60, help="the test bed's addresses: 198.18.NET.1-4")
     args = ap.parse_args()
     kinds = tuple(k for k in args.kinds.split(",") if k)
     if not kinds or set(kinds) - set(KINDS):
         sys.exit(f"bench_chaos: --kinds {args.kinds!r}: expected some of {', '.join(KINDS)}")
-    why = cannot_make_namespaces()
+    if args.steps < 18:
+        sys.exit(f"bench_chaos: --steps {args.steps}: expected 18 or more (faults strike from step 7 to steps - 8)")
+    why = cannot_make_namespaces() or ("launcher_slow" in kinds and cannot_cap_cpu()) or None
     if why is not None:
         sys.exit(f"bench_chaos: {why}")
-    rng = random.Random(args.seed)
-    plan = [(kinds[i % len(kinds)], rng.choice((1, 2)), rng.randint(8, args.steps - 12)) for i in range(args.faults)]
-    rng.shuffle(plan)
     runs: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="ezpz-chaos-") as d, net_bed(4, net=60) as bed:
-        tmp = Path(d)
-        t0 = time.monotonic()
-        ref = _launch(bed, tmp, "plain", ["-n", "3"], list(bed.addresses[:3]), args.steps)
-        out, _ = ref.communicate(timeout=600)
-        if ref.returncode != 0:
-            sys.exit(f"bench_chaos: the uninterrupted run failed:\n{out[-3000:]}")
-        plain_s = time.monotonic() - t0
-        for i, (kind, victim, at) in enumerate(plan):
-            row = _one(bed, tmp, f"run{i}", kind, victim, at, args.steps)
-            runs.append(row)
-            print(json.dumps(row), flush=True)
-            args.out.write_text(json.dumps({"seed": args.seed, "steps": args.steps, "plain_s": round(plain_s, 1),
-                                            "runs": runs}, indent=1))
-    table = {}
-    for kind in KINDS:
-        rows = [r for r in runs if r["kind"] == kind]
-        if not rows:
-            continue
-        rec = [r["fault_to_next_step_s"] for r in rows if r["fault_to_next_step_s"] is not None]
-        table[kind] = {"runs": len(rows), "completed": sum(r["completed"] for r in rows),
-                       "equal": sum(r["equal"] for r in rows), "wrong_hosts": sum(len(r["wrong"]) for r in rows),
-                       "mean_fault_to_next_step_s": round(sum(rec) / len(rec), 1) if rec else None}
-    args.out.write_text(json.dumps({"seed": args.seed, "steps": args.steps, "plain_s": round(plain_s, 1),
-                                    "table": table, "runs": runs}, indent=1))
-    print(f"uninterrupted run {plain_s:.1f} s")
-    print(f"{'kind':8} {'runs':>4} {'completed':>9} {'equal':>5} {'wrong hosts':>11} {'fault->step s':>13}")
-    for kind, r in table.items():
-        print(f"{kind:8} {r['runs']:4d} {r['completed']:9d} {r['equal']:5d} {r['wrong_hosts']:11d} "
-              f"{r['mean_fault_to_next_step_s']!s:>13}")
+    t0 = time.monotonic()
+    for seed in range(args.seed, args.seed + args.seeds):
+        runs += soak(args.faults, seed, args.steps, kinds, net=args.net, deadline_s=args.deadline)
+        args.out.write_text(json.dumps({"seeds": list(range(args.seed, seed + 1)), "steps": args.steps,
+                                        "table": _table(runs), "runs": runs}, indent=1))
+    print_table(_table(runs), f"{len(runs)} faults over seeds {args.seed}..{args.seed + args.seeds - 1}, "
+                              f"{args.steps} steps each, {time.monotonic() - t0:.0f} s")
 
 
 if __name__ == "__main__":

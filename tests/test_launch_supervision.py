@@ -217,3 +217,34 @@ def test_auto_retry_stops_when_open_mpi_finds_no_rsh_agent(tmp_path):
     assert v["verdict"]["exclude"] == []
     assert "openssh-client" in proc.stderr and "OMPI_MCA_plm_rsh_agent=" in proc.stderr
     assert proc.returncode == 243
+
+
+def test_retries_do_not_rerun_a_script_that_does_not_compile(tmp_path):
+    """``--retries`` without ``--auto-retry``: a SyntaxError fails the same way on the same hosts: one attempt."""
+    need_tool("torchrun")
+    (tmp_path / "broken.py").write_text("def train(:\n    pass\n")
+    proc = launch("-n", "2", "--retries", "3", "--retry-delay", "0", "--job-dir", "job", "--", PY, "broken.py",
+                  cwd=tmp_path)
+    runs = verdicts(tmp_path / "job")
+    assert len(runs) == 1, proc.stderr
+    assert runs[0]["verdict"]["outcome"] == "code_error" and not runs[0]["verdict"]["retry"], runs[0]["verdict"]
+    assert "SyntaxError" in proc.stderr and "--retries does not run it again" in proc.stderr
+    assert proc.returncode != 0
+
+
+def test_retries_do_not_rerun_open_mpi_without_an_rsh_agent(tmp_path):
+    """``--retries`` (same hosts): Open MPI's exit 243 would come back on every attempt: one attempt, the fix named."""
+    mpiexec = need_tool("mpiexec")
+    version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
+    if "Open MPI" not in version and "OpenRTE" not in version:
+        pytest.skip(f"mpiexec is not Open MPI here ({version.splitlines()[0] if version else 'no --version'})")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost\n")
+    proc = launch("-n", "1", "--launcher", "mpiexec", "--hostfile", str(hosts), "--retries", "2", "--retry-delay", "0",
+                  "--job-dir", "job", "--", PY, "-c", "pass", cwd=tmp_path, EZPZ_DEVICE="cpu",
+                  OMPI_MCA_plm_rsh_agent="ezpz-no-such-rsh-agent")
+    runs = verdicts(tmp_path / "job")
+    assert len(runs) == 1 and runs[0]["status"] == 243, proc.stderr
+    assert runs[0]["verdict"]["outcome"] == "launcher_config" and not runs[0]["verdict"]["retry"], runs[0]["verdict"]
+    assert "--retries does not run it again" in proc.stderr and "openssh-client" in proc.stderr
+    assert proc.returncode == 243

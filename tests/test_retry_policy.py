@@ -349,3 +349,18 @@ def test_without_the_signature_the_same_text_is_retried_on_the_same_hosts():
 def test_a_rank_recording_launcher_config_stops_too():
     v = classify(facts(1, records=[rec(0, "launcher_config", "the launcher could not start")]), spares_left=1)
     assert (v.outcome, v.retry) == ("launcher_config", False)
+
+
+def test_a_log_line_blames_the_host_its_signature_points_at_not_every_host_it_names():
+    """Seen in the chaos soak (a node killed, the survivors' roll call disturbed by the launcher's abort): a rank's
+    echoed record names its own host and a missing peer's, and gloo's error inside it names the dead one."""
+    hosts = ("198.18.46.1", "198.18.46.2", "198.18.46.3")
+    line = ("[rank2]: rank_failed kind=lost_peer host=198.18.46.3 attempt=0 missing='rank(s) 0 on 198.18.46.1 did not "
+            "arrive' error='[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+            "[198.18.46.2]:17802. This is typically caused by a remote worker crashing.'")
+    hits = log_hits(line, LAUNCHER_SIGNATURES, hosts)
+    assert [h.hosts for h in hits] == [("198.18.46.2",)]
+    v = classify(AttemptFacts(attempt=0, status=1, hosts=hosts, log_hits=hits), spares_left=1)
+    assert (v.outcome, v.exclude) == ("bad_host", ("198.18.46.2",))
+    pals = log_hits("x1000c0s0b0n0: shepherd died from signal 9", LAUNCHER_SIGNATURES, ("x1000c0s0b0n0",))
+    assert pals[0].hosts == ("x1000c0s0b0n0",)  # no host inside the match: the line's hosts count

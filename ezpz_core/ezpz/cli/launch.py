@@ -87,7 +87,8 @@ def add_supervision_flags(p: argparse.ArgumentParser) -> None:
                    help="once a rank has written a failure record, end a job still running this long after "
                         "(a launcher waiting on a node it cannot reach); 0: never (default 15)")
     g.add_argument("--retries", type=_non_negative(int), default=0, metavar="N",
-                   help="run again on the same hosts after a failure (incl. exit 124), up to N times (default 0)")
+                   help="run again on the same hosts after a failure (incl. exit 124), up to N times, unless it cannot "
+                        "succeed there (a code error; the launcher unable to start the job) (default 0)")
     g.add_argument("--retry-delay", type=_non_negative(float), default=5.0, metavar="SECONDS",
                    help=f"backoff before retry k: SECONDS x 2^(k-1), at most {BACKOFF_CAP_S:g} (default 5)")
     g.add_argument("--auto-retry", action="store_true",
@@ -100,6 +101,13 @@ def add_supervision_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--replace-stragglers", type=_positive_int, metavar="M",
                    help="with --auto-retry: end, exclude and replace by a spare a host that is a straggler in M "
                         "consecutive straggler reports (docs/stragglers.md)")
+    g.add_argument("--min-nodes", type=int, metavar="K",
+                   help="with --auto-retry: when a host is excluded and no spare is left, go on with the healthy hosts "
+                        "left (K or more; ranks renumbered, processes per node unchanged; the script resumes from its "
+                        "last complete checkpoint); below K stop, naming the hosts lost (default: stop with no spare)")
+    g.add_argument("--readmit", action="store_true",
+                   help="with --auto-retry: a host excluded earlier becomes a spare again once it has sat out an "
+                        "attempt (default: an excluded host is never taken again within the job)")
     g.add_argument("--max-failover-retries", type=_non_negative(int), default=10, metavar="N",
                    help="at most this many --auto-retry retries (default 10)")
     g.add_argument("--job-dir", metavar="PATH",
@@ -161,6 +169,17 @@ def run(args: argparse.Namespace) -> int:
     if args.replace_stragglers is not None and not args.auto_retry:
         raise ConfigError(name="--replace-stragglers", value=args.replace_stragglers, expected="used with --auto-retry",
                           fix="add --auto-retry (it knows the spares a straggler's host is replaced by)")
+    if getattr(args, "min_nodes", None) is not None and args.min_nodes < 1:
+        raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="a whole number of hosts, 1 or more",
+                          fix="pass --min-nodes K with K the fewest hosts the job may go on with, e.g. half the active "
+                              "hosts")
+    if getattr(args, "min_nodes", None) is not None and not args.auto_retry:
+        raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="used with --auto-retry",
+                          fix="add --auto-retry (it excludes the bad hosts the job then goes on without), or drop "
+                              "--min-nodes")
+    if getattr(args, "readmit", False) and not args.auto_retry:
+        raise ConfigError(name="--readmit", value=True, expected="used with --auto-retry",
+                          fix="add --auto-retry (only it excludes hosts), or drop --readmit")
     if (args.nhosts is not None or args.spare_nodes is not None) and not args.auto_retry:
         raise ConfigError(name="--nhosts/--spare-nodes", value=args.nhosts if args.nhosts is not None
                           else args.spare_nodes, expected="used with --auto-retry",

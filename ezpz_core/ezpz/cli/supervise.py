@@ -5,7 +5,13 @@ Every attempt ``k`` (0, 1, ...) gets ``EZPZ_ATTEMPT=k`` and
 failure records; its merged output is kept in ``attempt-<k>/output.log`` and
 the verdict in ``attempt-<k>/verdict.json``. ``--retries N`` runs up to N more
 attempts on the same hosts after any failure; ``--auto-retry`` asks the pure
-policy :func:`ezpz.launch_drivers.retry.classify` and swaps bad hosts for spares.
+policy :func:`ezpz.launch_drivers.retry.classify` and swaps bad hosts for spares;
+with ``--min-nodes K``, once no spare is left, it drops them and runs on the
+healthy hosts left (K or more), setting ``EZPZ_WORLD_SHRANK`` on that attempt
+(``rt.explain()`` says the world shrank, from what to what, and why).
+``--retries`` stops early when the failure cannot go away on the same hosts
+(:func:`ezpz.launch_drivers.retry.same_hosts_cannot_succeed`). Every stop after
+a failure names the first cause (the first attempt's failure).
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
-from ezpz.launch_drivers.retry import AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts
+from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts,
+                                       same_hosts_cannot_succeed)
 from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
 from ezpz.launch_drivers.straggler_report import ReportFollower, summary_lines
 from ezpz.steps.straggler_exchange import REPORT_NAME
@@ -148,20 +155,36 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
     job_dir = job_dir.resolve()
     timeout_s = args.timeout if args.timeout is not None else (AUTO_RETRY_TIMEOUT_S if args.auto_retry else None)
     pool: HostPool | None = None
+    min_nodes = getattr(args, "min_nodes", None)
+    readmit = bool(getattr(args, "readmit", False))
+    fixed_ppn: int | None = None
     if args.auto_retry:
         hosts, source = _allocation_hosts(args, environ)
         wanted = active_hosts_wanted(args.nhosts, args.n, args.ppn)
         spares = None if args.spare_nodes in (None, "auto") else int(args.spare_nodes)
         pool = split_allocation(hosts, wanted, spares, source)
+        if min_nodes is not None and min_nodes > len(pool.active):
+            raise ConfigError(name="--min-nodes", value=min_nodes,
+                              expected=f"1 to the {len(pool.active)} active host(s) ({', '.join(pool.active)})",
+                              fix=f"pass --min-nodes {len(pool.active)} or fewer: the job can only shrink from the "
+                                  f"hosts it starts on")
+        fixed_ppn = args.ppn or (max(1, args.n // len(pool.active)) if args.n else None)
         err(f"{P}: auto-retry: active {', '.join(pool.active)}; spare {', '.join(pool.spares) or 'none'} "
-            f"(from {source})")
+            f"(from {source})" + (f"; with no spare left, goes on with {min_nodes} host(s) or more (--min-nodes)"
+                                  if min_nodes is not None else ""))
     err(f"{P}: job directory {job_dir} (launch id {launch_id}); "
         f"{'default: ./ezpz-jobs/<id> under the current directory' if not args.job_dir else '--job-dir'}")
     limit = args.max_failover_retries if args.auto_retry else args.retries
-    signatures = _signatures() if args.auto_retry else []
+    signatures = _signatures()
     sink = getattr(sys.stdout, "buffer", None)
     prior_progress: bool | None = None
     status = 1
+    first_n: int | None = None  # the job's world size on its first attempt
+    lost: dict[str, str] = {}  # host excluded -> why (attempt, first evidence)
+    excluded_at: dict[str, int] = {}
+    first_cause: str | None = None
+    shrank: str | None = None
+    dropped_all: tuple[str, ...] = ()
     with Interrupts().installed() as stop:
         k = 0
         while True:
@@ -173,17 +196,29 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             hostfile = args.hostfile
             n, ppn = args.n, args.ppn
             if pool is not None:
-                ppn = ppn or (max(1, (args.n or 0) // len(pool.active)) if args.n else None)
-                if ppn is None:
-                    ppn = devices().default_ppn[0]
+                if readmit and k >= 2:
+                    back = [h for h, at in excluded_at.items() if at <= k - 2 and h in pool.excluded]
+                    if back:
+                        pool = pool.readmit(back)
+                        for h in back:
+                            excluded_at.pop(h)
+                        err(f"{P}: attempt {k}: --readmit: host(s) {', '.join(back)} sat out an attempt: spare(s) "
+                            f"again")
+                if fixed_ppn is None:
+                    fixed_ppn = devices().default_ppn[0]
+                ppn = fixed_ppn
                 hostfile = _write_hostfile(adir / "hostfile", pool.active, ppn)
-                n = n if n is not None else ppn * len(pool.active)
+                n = ppn * len(pool.active) if n is None or shrank is not None else n
+                if first_n is not None and n < first_n and shrank is not None:
+                    env["EZPZ_WORLD_SHRANK"] = f"{first_n}->{n}: {shrank}"
             plan = prepare(command, launcher=args.launcher, n=n, ppn=ppn, hostfile=hostfile, environ=env,
                            devices=devices)
             if k == 0:
                 describe(plan)
             err(f"{P}: attempt {k}: running: {plan.command.shell()}")
             rank_hosts = _rank_hosts(plan)
+            if first_n is None:
+                first_n = plan.layout.n
             active = plan.layout.allocation.hosts[: plan.layout.nodes]
             names_host = (lambda: bool(records_name_hosts(read_failures_verbose(fdir)[0], rank_hosts, active))
                           ) if pool is not None else None
@@ -215,38 +250,75 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             if result.ended_by_watch and follower.replace is not None and not stop.stopped:
                 verdict = follower.replace
             else:
-                verdict = _judge(args, result, records, rank_hosts, plan, pool, signatures, prior_progress, k, limit)
+                verdict = _judge(args, result, records, rank_hosts, plan, pool, signatures, prior_progress, k, limit,
+                                 lost)
             prior_progress = result.progress
             _say_verdict(k, verdict)
+            if verdict.outcome != "success" and first_cause is None:
+                first_cause = f"attempt {k}: {verdict.outcome}: {verdict.reason}"
             (adir / "verdict.json").write_text(json.dumps(
                 {"attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
-                 "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]),
+                 "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
+                 "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": first_cause,
                  "records": [r.to_dict() for r in records]}, indent=1, default=str))
             if stop.stopped:
                 err(f"{P}: interrupted: no more attempts (job directory {job_dir})")
+                _say_first_cause(first_cause, k)
                 return 0 if result.status == 0 else 128 + stop.signum
             if not verdict.retry:
+                if status:
+                    _say_first_cause(first_cause, k)
                 return status
             if pool is not None and verdict.exclude:
-                pool, swaps = pool.swap(verdict.exclude)
+                for h in verdict.exclude:
+                    why = next((e for e in verdict.evidence if h in e), verdict.reason)
+                    lost.setdefault(h, f"attempt {k}: {why}")
+                    excluded_at[h] = k
+                before = len(pool.active)
+                if verdict.outcome == "shrink":
+                    pool, swaps, dropped = pool.shrink(verdict.exclude, min_nodes or 1)
+                    dropped_all += dropped
+                    shrank = "; ".join(f"host {h} excluded ({lost[h]})" for h in dropped_all) + (
+                        f"; no spare left; --min-nodes {min_nodes}")
+                else:
+                    pool, swaps = pool.swap(verdict.exclude)
+                    dropped = ()
                 for bad, spare in swaps:
                     err(f"{P}: attempt {k + 1}: excluding host {bad}, using spare {spare}")
+                if dropped:
+                    err(f"{P}: attempt {k + 1}: world shrinks from {before} to {len(pool.active)} host(s) "
+                        f"({(first_n or 0)} -> {fixed_ppn * len(pool.active) if fixed_ppn else '?'} ranks, "
+                        f"{fixed_ppn} per host): {shrank}; the job resumes from its last complete checkpoint")
             k += 1
             delay = backoff_s(k, args.retry_delay, BACKOFF_CAP_S)
             err(f"{P}: attempt {k} of at most {limit + 1} in {delay:g} s (exit status so far {status})")
             if not stop.sleep(delay):
                 err(f"{P}: interrupted during the backoff: no more attempts")
+                _say_first_cause(first_cause, k)
                 return 128 + stop.signum
+
+
+def _say_first_cause(first_cause: str | None, k: int) -> None:
+    if first_cause is not None and k > 0:
+        err(f"{P}: first cause: {first_cause}")
 
 
 def _judge(args: argparse.Namespace, result: AttemptResult, records: list, rank_hosts: dict[int, str],
            plan: LaunchPlan, pool: HostPool | None, signatures: list, prior_progress: bool | None, k: int,
-           limit: int) -> Verdict:
-    if pool is None:  # --retries: any failure runs again on the same hosts, up to the limit
+           limit: int, lost: dict[str, str] | None = None) -> Verdict:
+    if pool is None:  # --retries: a failure runs again on the same hosts, up to the limit, unless it cannot succeed
         if result.status == 0:
             return Verdict(outcome="success", retry=False, reason="the job exited 0")
         if result.interrupted:
             return Verdict(outcome="interrupted", retry=False, reason="interrupted")
+        hosts = plan.layout.allocation.hosts[: plan.layout.nodes]
+        text = _log_text(result.log)
+        facts = AttemptFacts(attempt=k, status=result.status, hosts=hosts, rank_hosts=rank_hosts, records=records,
+                             timed_out=result.timed_out, progress=result.progress,
+                             log_hits=log_hits(text, signatures, hosts))
+        hopeless = same_hosts_cannot_succeed(facts)
+        if hopeless is not None:
+            return hopeless
         if k >= limit:
             return Verdict(outcome="limit", retry=False, reason=f"exit {result.status}; --retries {limit} used")
         return Verdict(outcome="retry", retry=True, reason=f"exit {result.status}; --retries allows "
@@ -257,4 +329,5 @@ def _judge(args: argparse.Namespace, result: AttemptResult, records: list, rank_
                          timed_out=result.timed_out, interrupted=result.interrupted, progress=result.progress,
                          alive_ranks=result.alive_ranks, log_hits=log_hits(text, signatures, hosts),
                          first_failure=first_failure(text, hosts))
-    return classify(facts, spares_left=len(pool.spares), prior_progress=prior_progress, attempts_left=limit - k)
+    return classify(facts, spares_left=len(pool.spares), prior_progress=prior_progress, attempts_left=limit - k,
+                    min_hosts=getattr(args, "min_nodes", None), lost_before=lost)

@@ -11,7 +11,7 @@ from ezpz.errors import ConfigError
 
 __all__ = ["Attempt", "HangSettings", "PluginSettings", "SetupSettings", "StragglerSettings", "is_first_rank",
            "parse_attempt", "parse_bool", "parse_failure_dir", "parse_hook_timeout", "parse_names",
-           "parse_preempt_grace", "parse_step_hook", "parse_stragglers"]
+           "parse_preempt_grace", "parse_step_hook", "parse_stragglers", "parse_world_shrank", "WorldShrank"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -123,6 +123,8 @@ class SetupSettings(NamedTuple):
     stragglers: StragglerSettings = None  # type: ignore[assignment]  # resolve() always sets it
     step_hook: bool = True
     """``EZPZ_STEP_HOOK``: a lazy device's step boundary also runs after every ``optimizer.step()`` (default on)."""
+    world_shrank: WorldShrank | None = None
+    """``EZPZ_WORLD_SHRANK``: ``ezpz launch --min-nodes`` ran this attempt on fewer ranks than the job began with."""
 
     @classmethod
     def resolve(
@@ -176,6 +178,7 @@ class SetupSettings(NamedTuple):
             preempt_grace_s=parse_preempt_grace(environ),
             stragglers=parse_stragglers(environ),
             step_hook=parse_step_hook(environ),
+            world_shrank=parse_world_shrank(environ),
         )
 
 
@@ -326,6 +329,40 @@ def parse_attempt(environ: Mapping[str, str]) -> Attempt:
     if not parts:
         return Attempt()
     return Attempt((ours or 0) + (elastic or 0), " + ".join(parts))
+
+
+class WorldShrank(NamedTuple):
+    """``EZPZ_WORLD_SHRANK`` = ``"<from>-><to>: <why>"``: the job began on ``before`` ranks, this attempt has ``after``."""
+
+    before: int
+    after: int
+    why: str
+
+    def describe(self) -> str:
+        return f"{self.before} -> {self.after} ranks: {self.why}"
+
+
+_SHRANK = re.compile(r"\A\s*(\d{1,9})\s*->\s*(\d{1,9})\s*:\s*(\S.*)\Z", re.S)
+
+
+def parse_world_shrank(environ: Mapping[str, str]) -> WorldShrank | None:
+    """``EZPZ_WORLD_SHRANK`` (set by ``ezpz launch --min-nodes`` on an attempt run on fewer hosts): None when unset.
+
+    The value is ``"<ranks before>-><ranks now>: <why>"`` with ``before > now >= 1``; anything else raises
+    :class:`~ezpz.errors.ConfigError` naming the variable.
+    """
+    raw = environ.get("EZPZ_WORLD_SHRANK")
+    if raw is None or not raw.strip():
+        return None
+    found = _SHRANK.match(raw[:4096])
+    before, after = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+    if not found or not before > after >= 1:
+        raise ConfigError(name="EZPZ_WORLD_SHRANK", value=raw[:200],
+                          expected="'<ranks before>-><ranks now>: <why>' with before > now >= 1, e.g. "
+                                   "'8->4: host nid01 excluded (lost_peer)'",
+                          fix="unset EZPZ_WORLD_SHRANK: ezpz launch --min-nodes sets it on an attempt that runs on "
+                              "fewer hosts")
+    return WorldShrank(before, after, found.group(3).strip())
 
 
 def parse_failure_dir(environ: Mapping[str, str]) -> str | None:

@@ -1,4 +1,7 @@
-"""Split an allocation's hosts into the ones a job runs on and spares, and swap a bad host for a spare (pure)."""
+"""Split an allocation's hosts into active hosts and spares; swap a bad host for a spare, or drop it (pure).
+
+A bad host is dropped only under ``--min-nodes``, when no spare is left; ``--readmit`` makes an excluded host a spare
+again."""
 
 from __future__ import annotations
 
@@ -31,6 +34,28 @@ class HostPool:
         mapping = dict(swaps)
         active = tuple(mapping.get(h, h) for h in self.active)
         return HostPool(active=active, spares=spares, excluded=(*self.excluded, *bad)), swaps
+
+    def shrink(self, bad: Sequence[str], min_active: int
+               ) -> tuple[HostPool, tuple[tuple[str, str], ...], tuple[str, ...]]:
+        """Replace bad active hosts by spares while any are left, then drop the rest: ``(pool, swaps, dropped)``.
+
+        The hosts kept stay in their order (ranks are renumbered over them). ValueError if fewer than
+        ``min_active`` hosts would be left.
+        """
+        bad = [h for h in dict.fromkeys(bad) if h in self.active]
+        swapped, dropped = bad[:len(self.spares)], tuple(bad[len(self.spares):])
+        pool, swaps = self.swap(swapped)
+        active = tuple(h for h in pool.active if h not in dropped)
+        if len(active) < min_active:
+            raise ValueError(f"{len(active)} host(s) would be left, fewer than {min_active}")
+        return HostPool(active=active, spares=pool.spares, excluded=(*pool.excluded, *dropped)), swaps, dropped
+
+    def readmit(self, sat_out: Sequence[str]) -> HostPool:
+        """``--readmit``: the excluded hosts in ``sat_out`` (they missed at least one attempt) become spares again,
+        after the spares never excluded."""
+        back = tuple(h for h in self.excluded if h in set(sat_out) and h not in self.active and h not in self.spares)
+        return HostPool(active=self.active, spares=(*self.spares, *back),
+                        excluded=tuple(h for h in self.excluded if h not in back))
 
 
 def active_hosts_wanted(nhosts: int | None, np: int | None, ppn: int | None) -> int:

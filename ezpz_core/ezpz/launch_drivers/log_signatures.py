@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ezpz.failures.signatures import FailureSignature
 
-__all__ = ["LAUNCHER_SIGNATURES", "OPENMPI_NO_RSH_AGENT"]
+__all__ = ["LAUNCHER_SIGNATURES", "OPENMPI_NO_RSH_AGENT", "PYTHON_CODE_ERROR"]
 
 OPENMPI_NO_RSH_AGENT = FailureSignature(
     pattern=r'MCA parameter "plm_rsh_agent" was set to a path', kind="launcher_config",
@@ -22,6 +22,14 @@ OPENMPI_NO_RSH_AGENT = FailureSignature(
            "(empty) or OMPI_MCA_plm=isolated: Open MPI 4.1.4 then starts a one-node job without one",
     source="Open MPI 4.1 help-plm-rsh.txt [agent-not-found], orte/mca/plm/rsh/plm_rsh_component.c; seen on an "
            "NVIDIA H200 host without ssh (2026-11-27, exit 243)")
+
+PYTHON_CODE_ERROR = FailureSignature(
+    pattern=r"(?:^|[\s:>\]])(?:SyntaxError|IndentationError|TabError|ImportError|ModuleNotFoundError|NameError)"
+            r"(?::\s|$)",
+    kind="code_error", plugin="ezpz launch",
+    reason="Python's last traceback line: the script does not compile, cannot import a module, or uses an undefined "
+           "name (raised before ezpz.hooks.setup() could record it); the same code fails the same way on any host",
+    source="CPython traceback format (Lib/traceback.py: the final 'ExceptionType: message' line)")
 
 LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
     FailureSignature(
@@ -49,4 +57,5 @@ LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
         reason="Slurm: tasks on the named node were SIGKILLed (node failure, OOM killer)",
         source="Slurm srun (step task exit reporting)"),
     OPENMPI_NO_RSH_AGENT,
+    PYTHON_CODE_ERROR,
 )

@@ -17,7 +17,9 @@ success               status 0                                              stop
 preempted             ranks recorded ``preempted`` (SIGTERM, stopped at an   stop if ``ezpz launch`` got the
                       agreed step), none a code error, no host named        signal too, else retry, same hosts
 interrupted           SIGINT/SIGTERM/SIGHUP reached ``ezpz launch``         stop at once
-code_error            a rank recorded ``code_error`` (or ``oom``)           stop: it fails on any host
+code_error            a rank recorded ``code_error`` (or ``oom``), or (no    stop: it fails on any host
+                      records) the log holds a ``code_error`` signature
+                      (a SyntaxError/ImportError/NameError traceback)
 launcher_config       a rank recorded ``launcher_config``, or (no records)  stop, naming the fix: the
                       the log holds a ``launcher_config`` signature (Open    launcher cannot start the job
                       MPI's missing rsh agent, exit 243)                    on any host as configured
@@ -28,7 +30,10 @@ bad_host              records name hosts (missing ranks, a hang roll call), or t
                       accuse each other), or the one host whose ranks
                       all vanished while every other host wrote a record,
                       or (no records) a log signature; enough spares left
-exhausted             bad hosts named, too few spares                       stop
+shrink                bad hosts named, too few spares, and with             exclude, swap in the spares
+                      ``--min-nodes K`` (``min_hosts``) K or more healthy   left, run on fewer hosts
+                      hosts remain
+exhausted             bad hosts named, too few spares (and below K)         stop, naming every host lost
 walltime              status 143 (SIGTERM from the scheduler), no evidence  stop
 stuck                 this and the previous attempt never reached a step    stop
 hang                  the watchdog ended it, no host named                  retry on the same hosts
@@ -49,10 +54,11 @@ from ezpz.failures.signatures import FailureSignature
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.first_failure import FirstFailure
 
-__all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits", "records_name_hosts"]
+__all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits", "records_name_hosts",
+           "same_hosts_cannot_succeed"]
 
-OUTCOMES = ("success", "preempted", "interrupted", "code_error", "launcher_config", "bad_host", "exhausted", "walltime",
-            "stuck", "hang", "unknown", "limit")
+OUTCOMES = ("success", "preempted", "interrupted", "code_error", "launcher_config", "bad_host", "shrink", "exhausted",
+            "walltime", "stuck", "hang", "unknown", "limit")
 WALLTIME_STATUS = 143
 
 
@@ -102,16 +108,23 @@ def backoff_s(retry: int, base_s: float, cap_s: float = 60.0) -> float:
 
 
 def log_hits(text: str, signatures: Sequence[FailureSignature], hosts: Sequence[str]) -> tuple[LogHit, ...]:
-    """Each line of ``text`` that matches a signature (first match per line), with the active hosts it names."""
+    """Each line of ``text`` that matches a signature (first match per line), with the active hosts it names.
+
+    The hosts named inside the signature's match are the ones it points at (gloo's ``Connection closed by peer
+    [HOST]:PORT`` on a line that also names the rank's own host and others); only when the match names none
+    (Cray PALS puts the host at the start of the line) do the hosts named elsewhere on the line count.
+    """
     compiled = [(s, re.compile(s.pattern, re.IGNORECASE)) for s in signatures]
     named = [(h, re.compile(rf"(?<![\w.-]){re.escape(h)}(?![\w-])")) for h in hosts]  # host.fqdn counts
     found = []
     for line in text.splitlines():
         for sig, rx in compiled:
-            if rx.search(line):
+            match = rx.search(line)
+            if match:
+                inside = tuple(h for h, hx in named if hx.search(match.group(0)))
                 found.append(LogHit(line=line.strip()[:300], kind=sig.kind, reason=sig.reason,
                                     blames_host=sig.blames_host,
-                                    hosts=tuple(h for h, hx in named if hx.search(line))))
+                                    hosts=inside or tuple(h for h, hx in named if hx.search(line))))
                 break
     return tuple(found)
 
@@ -259,9 +272,48 @@ def _launcher_config(facts: AttemptFacts) -> Verdict | None:
                              ("bad_host", "a launcher configuration error is no host's fault: no spare is used")])
 
 
+def _code_error_in_log(facts: AttemptFacts) -> Verdict | None:
+    """No rank wrote a record, but the log shows the script failing in a way no host can change (it did not
+    compile or import: before ``ezpz.hooks.setup()`` could install the failure capture)."""
+    hits = [h for h in facts.log_hits if h.kind == "code_error"] if not facts.records else []
+    if not hits:
+        return None
+    return Verdict(outcome="code_error", retry=False, evidence=tuple(f"log: {h.line!r}" for h in hits[:4]),
+                   reason=f"status {facts.status}: {hits[0].reason}: {hits[0].line!r}: it would fail again on any "
+                          f"hosts, so no host is blamed and no spare is used",
+                   rejected=[("unknown", "running the same code again would fail the same way"),
+                             ("bad_host", "a script that does not compile or import is no host's fault")])
+
+
+def same_hosts_cannot_succeed(facts: AttemptFacts) -> Verdict | None:
+    """For ``--retries`` (same hosts): the verdict that stops retrying, when the failure cannot go away by running
+    again unchanged (a code error, recorded or in the log; the launcher unable to start the job); else None."""
+    if facts.status == 0 or facts.interrupted:
+        return None
+    code = [r for r in facts.records if r.kind in ("code_error", "oom")]
+    if code:
+        first = code[0]
+        return Verdict(outcome="code_error", retry=False,
+                       evidence=tuple(f"rank {r.rank} (host {_host(facts, r.rank) or r.host}) recorded {r.kind}: "
+                                      f"{_said(r)}" for r in code[:8]),
+                       reason=f"{first.kind} on rank(s) {sorted({r.rank for r in code})} ({_said(first)}): the same "
+                              f"code on the same hosts fails the same way, so --retries does not run it again",
+                       rejected=[("retry", "a rerun cannot change the code's own error")])
+    verdict = _launcher_config(facts) or _code_error_in_log(facts)
+    if verdict is None:
+        return None
+    return Verdict(outcome=verdict.outcome, retry=False, evidence=verdict.evidence, rejected=verdict.rejected,
+                   reason=f"{verdict.reason}; --retries does not run it again")
+
+
 def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | None = None,
-             attempts_left: int | None = None) -> Verdict:
-    """The verdict on one attempt (see the module's termination matrix). Pure: no I/O."""
+             attempts_left: int | None = None, min_hosts: int | None = None,
+             lost_before: Mapping[str, str] | None = None) -> Verdict:
+    """The verdict on one attempt (see the module's termination matrix). Pure: no I/O.
+
+    ``min_hosts`` is ``--min-nodes`` (None: never run on fewer hosts); ``lost_before`` the hosts excluded by earlier
+    attempts with why, named when the job stops below ``min_hosts``.
+    """
     rejected: list[tuple[str, str]] = []
     if facts.status == 0 and not facts.timed_out:
         return Verdict(outcome="success", retry=False, reason="the job exited 0")
@@ -283,7 +335,7 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
                    f"({_said(first)}): it would fail again on any "
                    f"hosts, so no host is blamed and no spare is used",
             rejected=[("bad_host", "a rank's own code failed; peers losing it is a consequence, not a bad host")])
-    config = _launcher_config(facts)
+    config = _launcher_config(facts) or _code_error_in_log(facts)
     if config is not None:
         return config
     blamed, set_aside = _blame(facts)
@@ -295,8 +347,18 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
         hosts = tuple(blamed)
         evidence = tuple(e for h in hosts for e in blamed[h])
         if len(hosts) > spares_left:
+            left = len([h for h in facts.hosts if h not in hosts]) + spares_left
+            if min_hosts is not None and left >= min_hosts:
+                return Verdict(outcome="shrink", retry=True, exclude=hosts, evidence=evidence, rejected=[
+                    *rejected, ("exhausted", f"{left} healthy host(s) remain, at least --min-nodes {min_hosts}")],
+                    reason=f"bad host(s) {', '.join(hosts)}, {spares_left} spare(s) left: the job goes on with "
+                           f"{left} host(s) instead of {len(facts.hosts)} (--min-nodes {min_hosts}), from its last "
+                           f"complete checkpoint")
+            lost = {**(lost_before or {}), **{h: blamed[h][0] for h in hosts}}
+            below = (f"; {left} healthy host(s) would be left, fewer than --min-nodes {min_hosts}; hosts lost: "
+                     + "; ".join(f"{h} ({why})" for h, why in lost.items())) if min_hosts is not None else ""
             return Verdict(outcome="exhausted", retry=False, exclude=hosts, evidence=evidence, rejected=rejected,
-                           reason=f"bad host(s) {', '.join(hosts)} but only {spares_left} spare(s) left")
+                           reason=f"bad host(s) {', '.join(hosts)} but only {spares_left} spare(s) left{below}")
         return Verdict(outcome="bad_host", retry=True, exclude=hosts, evidence=evidence, rejected=rejected,
                        reason=f"bad host(s) {', '.join(hosts)}: excluded, {len(hosts)} spare(s) swapped in")
     if preempted:  # SIGTERM to the ranks alone, and nothing names a host

@@ -208,6 +208,17 @@ def _hang_decision(settings: SetupSettings, timeout_s: float) -> Decision:
                                          "named in a 'hang' failure record (ezpz.steps.hang_watch)"})
 
 
+def _world_decision(settings: SetupSettings) -> tuple[Decision, ...]:
+    """When ``ezpz launch --min-nodes`` shrank the world for this attempt: from what, to what, and why."""
+    shrank = settings.world_shrank
+    if shrank is None:
+        return ()
+    return (Decision(topic="world", chosen=f"shrank {shrank.before} -> {shrank.after} ranks",
+                     reason=f"{shrank.why} (from EZPZ_WORLD_SHRANK, set by ezpz launch --min-nodes)",
+                     alternatives=(Alternative(name="stop", reason="no spare host was left, and the healthy "
+                                                                   "hosts still numbered --min-nodes or more"),)),)
+
+
 def _straggler_decision(plan: SetupPlan, settings: SetupSettings) -> tuple[Decision, ...]:
     opts = settings.stragglers
     if opts is None:
@@ -260,6 +271,7 @@ def explain_plan(plan: SetupPlan, settings: SetupSettings, plugins: tuple[Mappin
         _hang_decision(settings, plan.timeout_s),
         Decision(topic="attempt", chosen=str(settings.attempt), reason=f"from {settings.attempt_from}",
                  details={"failure records": settings.failure_dir or "not written (EZPZ_FAILURE_DIR unset)"}),
+        *_world_decision(settings),
         *_straggler_decision(plan, settings),
     )
     if plan.threads is not None:
