@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-BLOCKS, STEPS, WIDTH = 40, 5, 512
+BLOCKS, STEPS, WIDTH = 80, 5, 512
 
 
 def main() -> None:
