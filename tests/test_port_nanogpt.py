@@ -128,25 +128,20 @@ def _model_locations(checkpoint: Path) -> set[str]:
     return set(json.loads(proc.stdout.replace("'", '"')))
 
 
-def test_the_ported_train_py_learns_on_emu(work, plain):
-    """On emu, nanoGPT's tied embedding and output weights come untied by ``model.to(device)``.
+def test_the_ported_train_py_has_nanogpts_cpu_losses_on_emu(work, plain):
+    """On emu the ported file gives the plain CPU run's losses at every logged step.
 
-    torch's ``Module._apply`` copies each parameter into a new one when the device's tensors cannot be swapped in
-    place (``torch._has_compatible_shallow_copy_type`` is False for emu's), one per module: ``wte.weight`` and
-    ``lm_head.weight`` then train as two. So the first step matches the CPU exactly, the later ones differ; with
-    the tie restored after ``model.to(device)`` (one line this test adds to its copy) every step matches.
+    nanoGPT ties its embedding and output weights. torch's ``Module._apply`` makes a new parameter per module
+    where the device's tensors cannot take a CPU tensor's place in place (``_has_compatible_shallow_copy_type`` is
+    False for PrivateUse1 tensors), which would untie them; emu's plugin turns on torch's swap mode in
+    ``ezpz_before_init`` (said in the trace), so ``model.to(rt.device)`` keeps them tied, as on CUDA.
     """
     if importlib.util.find_spec("ezpz_example_emu") is None:
         skip_or_fail_in_ci("ezpz-example-emu is not installed here", "ezpz-example-emu must be installed in CI")
     emu = _run(work, "train_ported.py", device="emu", out="out_emu")
-    _same(emu, plain, ["step 0 train", "step 0 val", "iter 0"])
+    _same(emu, plain)
     assert emu["iter 20"] < 0.5 * emu["iter 0"], emu
     assert _model_locations(work / "out_emu" / "ckpt.pt") == {"emu:0"}  # the parameters lived on emu
-    text = (work / "train_ported.py").read_text()
-    assert text.count("\nmodel.to(device)\n") == 1
-    (work / "train_retied.py").write_text(text.replace(
-        "\nmodel.to(device)\n", "\nmodel.to(device)\nmodel.transformer.wte.weight = model.lm_head.weight\n"))
-    _same(_run(work, "train_retied.py", device="emu", out="out_retied"), plain)
 
 
 @pytest.mark.launcher
