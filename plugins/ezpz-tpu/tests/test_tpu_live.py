@@ -157,3 +157,14 @@ def test_conformance_kit_live_mode_passes_on_xla():
     assert live["live setup"][1].startswith("device xla, backend "), live["live setup"]
     assert live["live autocast"][1] == "a Linear under rt.autocast() gives torch.bfloat16", live["live autocast"]
     assert live["live compile"][1].startswith("openxla"), live["live compile"]
+
+
+def test_rt_shard_refuses_on_xla_naming_spmd():
+    """FSDP2 does not run on xla tensors: ``rt.shard`` says so by name, with torch_xla's SPMD as the way."""
+    code = ("import torch, ezpz\nfrom ezpz.errors import UnavailableError\nrt = ezpz.hooks.setup()\n"
+            "try:\n    rt.shard(torch.nn.Linear(2, 2))\nexcept UnavailableError as err:\n    print('REFUSED:', err)\n"
+            "ezpz.hooks.teardown()\n")
+    proc = run(["-c", code])
+    said = proc.stdout
+    assert "REFUSED:" in said and "rt.shard(model)" in said and "FSDP2 on xla" in said, said
+    assert "SPMD" in said, said
