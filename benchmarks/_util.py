@@ -7,6 +7,7 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 
 #: Children run as a user's would: with bytecode caches. Some sandboxes export
 #: PYTHONDONTWRITEBYTECODE=1, which makes every import recompile its source.
@@ -28,6 +29,25 @@ def warm_up(code: str) -> None:
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
+
+
+def alternating_blocks(ours: Callable[[], float], baseline: Callable[[], float], blocks: int,
+                       warm_ups: int = 3) -> tuple[list[float], list[float], list[float]]:
+    """Time two blocks paired: ``warm_ups`` untimed rounds, then ``blocks`` rounds that alternate which goes first.
+
+    Each callable runs one block and returns its time. Returns (ours' times, the baseline's, the per-round
+    ratios ours / baseline), so noise that hits one round hits both sides alike.
+    """
+    for _ in range(warm_ups):
+        ours(), baseline()
+    a_times, b_times, ratios = [], [], []
+    for i in range(blocks):
+        if i % 2:
+            a = ours(); b = baseline()
+        else:
+            b = baseline(); a = ours()
+        a_times.append(a); b_times.append(b); ratios.append(a / b)
+    return a_times, b_times, ratios
 
 
 def row(name: str, value: float, baseline: float, unit: str, target: str) -> str:

@@ -23,6 +23,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from _util import alternating_blocks
+
 PROJECT = textwrap.dedent("""\
     import torch
     import torch.nn as nn
@@ -122,15 +124,7 @@ def main() -> None:
             compat.patches.undo()
         return spent
 
-    for _ in range(3):
-        block(True), block(False)
-    ratios, modes, ports = [], [], []
-    for i in range(args.blocks):
-        if i % 2:
-            a = block(True); b = block(False)
-        else:
-            b = block(False); a = block(True)
-        modes.append(a); ports.append(b); ratios.append(a / b)
+    modes, ports, ratios = alternating_blocks(lambda: block(True), lambda: block(False), args.blocks)
     sites = [(Path(s.file).name, s.line, call) for s in compat.scope.redirected for (call, _) in s.entries]
     print(f"device {rt.device} ({torch.__version__}), {args.blocks} blocks x {args.steps} steps, wall clock")
     print(f"redirected call sites: {len(sites)}: {sorted({c for _, _, c in sites})}")

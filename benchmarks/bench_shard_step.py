@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from _util import alternating_blocks
+
 BLOCKS, STEPS, WIDTH = 80, 5, 512
 
 
@@ -70,15 +72,7 @@ def main() -> None:
         rt.synchronize()
         return (time.perf_counter() - t) / STEPS
 
-    for _ in range(3):  # warm up both
-        block(ours_step), block(hand_step)
-    a_times, b_times, ratios = [], [], []
-    for i in range(BLOCKS):
-        if i % 2:
-            a = block(ours_step); b = block(hand_step)
-        else:
-            b = block(hand_step); a = block(ours_step)
-        a_times.append(a); b_times.append(b); ratios.append(a / b)
+    a_times, b_times, ratios = alternating_blocks(lambda: block(ours_step), lambda: block(hand_step), BLOCKS)
     if rt.is_main:
         a_med, b_med = statistics.median(a_times) * 1e3, statistics.median(b_times) * 1e3
         precision = shard_precision(rt.amp, rt.device_type)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import ezpz
+from _util import alternating_blocks
 
 BLOCKS, STEPS = 60, 10
 
@@ -70,15 +71,7 @@ def main() -> None:
         rt.synchronize()
         return (time.perf_counter() - t) / STEPS
 
-    for _ in range(3):  # warm up both
-        block(ezpz_step), block(torch_step)
-    ours, theirs, ratios = [], [], []
-    for i in range(BLOCKS):
-        if i % 2:
-            a = block(ezpz_step); b = block(torch_step)
-        else:
-            b = block(torch_step); a = block(ezpz_step)
-        ours.append(a); theirs.append(b); ratios.append(a / b)
+    ours, theirs, ratios = alternating_blocks(lambda: block(ezpz_step), lambda: block(torch_step), BLOCKS)
     e, t = statistics.median(ours) * 1e6, statistics.median(theirs) * 1e6
     print(f"training step on {rt.device} ({rt.amp.dtype} autocast {'on' if rt.amp.autocast else 'off'}), "
           f"{BLOCKS} alternating blocks x {STEPS} steps, timed by {rt.profiling.timer} ({rt.profiling.timer_reason})")
