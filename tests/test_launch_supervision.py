@@ -194,16 +194,21 @@ def test_auto_retry_stops_after_one_attempt_on_a_code_error(tmp_path):
     assert proc.returncode != 0
 
 
+def need_open_mpi() -> None:
+    """Skip, naming what ``mpiexec`` is, unless it is Open MPI's."""
+    mpiexec = need_tool("mpiexec")
+    version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
+    if "Open MPI" not in version and "OpenRTE" not in version:
+        pytest.skip(f"mpiexec is not Open MPI here ({version.splitlines()[0] if version else 'no --version'})")
+
+
 def test_auto_retry_stops_when_open_mpi_finds_no_rsh_agent(tmp_path):
     """Open MPI's exit 243 (no ssh/rsh agent), as on the H200 host: one attempt, the fix named, no spare used.
 
     The agent is named in ``OMPI_MCA_plm_rsh_agent`` and does not exist: Open MPI prints the same help text
     ([agent-not-found]) and exits 243, as it does on a host without ssh.
     """
-    mpiexec = need_tool("mpiexec")
-    version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
-    if "Open MPI" not in version and "OpenRTE" not in version:
-        pytest.skip(f"mpiexec is not Open MPI here ({version.splitlines()[0] if version else 'no --version'})")
+    need_open_mpi()
     hosts = tmp_path / "hosts"
     hosts.write_text("localhost\nspare-never-used\n")
     proc = launch("--auto-retry", "--nhosts", "1", "--ppn", "1", "--spare-nodes", "1", "--launcher", "mpiexec",
@@ -234,10 +239,7 @@ def test_retries_do_not_rerun_a_script_that_does_not_compile(tmp_path):
 
 def test_retries_do_not_rerun_open_mpi_without_an_rsh_agent(tmp_path):
     """``--retries`` (same hosts): Open MPI's exit 243 would come back on every attempt: one attempt, the fix named."""
-    mpiexec = need_tool("mpiexec")
-    version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
-    if "Open MPI" not in version and "OpenRTE" not in version:
-        pytest.skip(f"mpiexec is not Open MPI here ({version.splitlines()[0] if version else 'no --version'})")
+    need_open_mpi()
     hosts = tmp_path / "hosts"
     hosts.write_text("localhost\n")
     proc = launch("-n", "1", "--launcher", "mpiexec", "--hostfile", str(hosts), "--retries", "2", "--retry-delay", "0",
