@@ -19,9 +19,9 @@ from ezpz.steps.clock import StepClock
 from ezpz.primitives.torch_private import profiler_enabled
 from ezpz.steps.boundary import StepMarker
 
-if TYPE_CHECKING:
-    from pathlib import Path
 if TYPE_CHECKING:  # the exchange (with statistics, decimal, fractions) loads only when setup() makes one: world > 1
+    from pathlib import Path
+
     from ezpz.steps.straggler_exchange import StragglerWatch
 
 __all__ = ["Runtime"]
@@ -293,8 +293,7 @@ class Runtime:
         from ezpz.sharding.fsdp import fsdp2_for, shard_model
         from ezpz.sharding.precision import shard_precision
 
-        label = self.device_type
-        module = fsdp2_for(self.device_type, label, self.plan.mesh)
+        module = fsdp2_for(self.device_type, self.device_type, self.plan.mesh)
         import torch.distributed as dist
 
         if not (self.distributed and dist.is_initialized()):
@@ -302,7 +301,7 @@ class Runtime:
                 return model
             return model.to(self.device)
         return shard_model(model, mesh if mesh is not None else self.mesh(), module,
-                           shard_precision(self.amp, label), **fsdp_options)
+                           shard_precision(self.amp, self.device_type), **fsdp_options)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""
