@@ -7,7 +7,8 @@ a plugin that raises or returns the wrong type is quarantined without taking
 the others down. Raise :class:`ezpz.errors.ConfigError` (or a subclass) to
 reject a user's request; that propagates to the user instead of quarantining.
 
-Hooks marked *first result* stop at the first plugin that returns non-None;
+Hooks marked *first result* (``firstresult=True`` below, which the host reads
+from pluggy at each call) stop at the first plugin that returns non-None;
 plugins whose device is not the one in question return None. Built-in
 plugins are ``trylast`` so that any installed plugin can answer first.
 

@@ -1,9 +1,19 @@
 """Typed facade over the hooks: callers never touch ``pm.hook.x(...)``.
 
-Each plugin's implementation is called on its own so that one plugin raising
-or returning the wrong type is quarantined while the others keep answering.
-A :class:`~ezpz.errors.ConfigError` raised by a plugin is the user's problem,
-not the plugin's, and propagates.
+The hooks keep pluggy's semantics: implementations are asked in pluggy's order
+(``tryfirst``, then the most recently registered, then ``trylast``), and a spec's
+own ``firstresult`` flag (``pm.hook.<name>.spec.opts``, read at each call) says
+whether the call stops at the first non-None answer or collects every one. The
+facade methods below never choose; ``tests/test_hook_semantics.py`` checks that
+each call returns what pluggy's own ``pm.hook.<name>(**kwargs)`` returns.
+
+The loop over the implementations is the host's, not pluggy's ``_multicall``:
+pluggy's caller stops at the first exception, so it cannot quarantine one
+broken plugin and go on asking the next, nor say which plugin holds the hook
+worker when the deadline passes. Each plugin's implementation is therefore
+called on its own; one raising or returning the wrong type is quarantined while
+the others keep answering. A :class:`~ezpz.errors.ConfigError` raised by a
+plugin is the user's problem, not the plugin's, and propagates.
 
 Every hook call runs on the hook worker under ``EZPZ_HOOK_TIMEOUT``
 (:mod:`ezpz.plugin_host.deadline`); one that runs past it raises
@@ -42,11 +52,21 @@ class Hooks:
         self.host = host
         self._log = get_logger("ezpz.hooks")
 
-    def _call(self, hook: str, kwargs: Mapping[str, Any], *, first: bool) -> list[tuple[str, Any]]:
-        """Call every plugin's ``hook`` on the hook worker, under the deadline; each answer must be of the type
-        :data:`ezpz.hookspecs.RETURNS` states (or None)."""
+    def call(self, hook: str, kwargs: Mapping[str, object]) -> list[tuple[str, Any]]:
+        """Ask the plugins' ``hook`` on the hook worker, under the deadline: ``(plugin, answer)`` in pluggy's order.
+
+        A ``firstresult`` spec stops at the first non-None answer (at most one pair), any other collects every
+        non-None answer, as pluggy would. Each answer must be of the type :data:`ezpz.hookspecs.RETURNS` states.
+        """
         expect = return_type(hook) or object
-        return self.watched(lambda: self._call_plugins(hook, kwargs, expect, first=first))
+        return self.watched(lambda: self._call_plugins(hook, kwargs, expect))
+
+    def first_result(self, hook: str) -> bool:
+        """Whether ``hook``'s spec is ``firstresult``: read from pluggy's spec options now, never from a copy."""
+        spec = getattr(self.host.pm.hook, hook).spec
+        if spec is None:
+            raise KeyError(f"{hook}: no such hook spec in ezpz.hookspecs")
+        return bool(spec.opts.get("firstresult", False))
 
     def watched(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (which calls hooks) on the hook worker: one hand-off for all its hook calls.
@@ -80,8 +100,9 @@ class Hooks:
             pass
         return PluginTimeoutError(**facts, where=stuck.where, stack=stuck.stack)
 
-    def _call_plugins(self, hook: str, kwargs: Mapping[str, Any], expect: type | tuple[type, ...], *,
-                      first: bool) -> list[tuple[str, Any]]:
+    def _call_plugins(self, hook: str, kwargs: Mapping[str, object],
+                      expect: type | tuple[type, ...]) -> list[tuple[str, Any]]:
+        first = self.first_result(hook)
         caller = getattr(self.host.pm.hook, hook)
         results: list[tuple[str, Any]] = []
         for impl in reversed(caller.get_hookimpls()):  # pluggy's call order
@@ -121,15 +142,19 @@ class Hooks:
                 break
         return results
 
-    def _first(self, hook: str, kwargs: Mapping[str, Any]) -> tuple[str, Any] | None:
-        found = self._call(hook, kwargs, first=True)
+    def _first(self, hook: str, kwargs: Mapping[str, object]) -> tuple[str, Any] | None:
+        """The one answer of a ``firstresult`` hook (the spec says so; a collecting spec here is a bug)."""
+        found = self.call(hook, kwargs)
+        if len(found) > 1:
+            raise TypeError(f"{hook}: the spec collects {len(found)} answers but this call reads one; "
+                            "mark the spec firstresult=True in ezpz.hookspecs")
         return found[0] if found else None
 
     def detect_launch_env(self, environ: Mapping[str, str]) -> tuple[str, LaunchEnv] | None:
         return self._first("ezpz_detect_launch_env", {"environ": environ})
 
     def probe_devices(self, build: TorchBuild, environ: Mapping[str, str]) -> list[tuple[str, ProbeReport]]:
-        return self._call("ezpz_probe_devices", {"build": build, "environ": environ}, first=False)
+        return self.call("ezpz_probe_devices", {"build": build, "environ": environ})
 
     def select_backend(
         self, device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
@@ -154,7 +179,7 @@ class Hooks:
         return self._first("ezpz_mesh_support", {"device": device, "build": build, "backend": backend})
 
     def before_init(self, plan: SetupPlan) -> list[tuple[str, LifecycleAction]]:
-        return self._call("ezpz_before_init", {"plan": plan}, first=False)
+        return self.call("ezpz_before_init", {"plan": plan})
 
     def failure_signatures(self) -> list[FailureSignature]:
         """Every plugin's failure signatures, each stamped with its plugin; a list with a bad entry quarantines."""
@@ -163,7 +188,7 @@ class Hooks:
         from ezpz.failures.signatures import FailureSignature
 
         found: list[FailureSignature] = []
-        for name, batch in self._call("ezpz_failure_signatures", {}, first=False):
+        for name, batch in self.call("ezpz_failure_signatures", {}):
             bad = next((s for s in batch if not isinstance(s, FailureSignature)), None)
             if bad is not None or len(batch) > 1000:
                 why = f"an entry is {type(bad).__name__}" if bad is not None else f"{len(batch)} entries (max 1000)"
@@ -177,4 +202,4 @@ class Hooks:
         return self._first("ezpz_cuda_answers", {"device": device, "build": build, "backend": backend})
 
     def after_setup(self, runtime: Runtime) -> None:
-        self._call("ezpz_after_setup", {"runtime": runtime}, first=False)
+        self.call("ezpz_after_setup", {"runtime": runtime})
