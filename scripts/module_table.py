@@ -1,11 +1,13 @@
-"""The module table of docs/architecture.md, generated from the code (each module's docstring, first line).
+"""The module table and the kernel/fronts line counts of docs/architecture.md, generated from the code.
 
-    python scripts/module_table.py           # print the table
-    python scripts/module_table.py --write   # replace the table between the markers in docs/architecture.md
-    python scripts/module_table.py --check   # exit 1 when the doc's table differs from the code
+    python scripts/module_table.py           # print the tables
+    python scripts/module_table.py --write   # replace the tables between the markers in docs/architecture.md
+    python scripts/module_table.py --check   # exit 1 when the doc's tables differ from the code
 
 tests/test_architecture_doc.py runs the check, so a module added, moved or
-re-described without the doc following fails the tests.
+re-described without the doc following fails the tests. The line counts are
+written rounded to 100 and checked within 10% (a change of a few lines needs no
+rewrite; a layer that grew or shrank by a tenth does).
 """
 
 from __future__ import annotations
@@ -18,6 +20,19 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ezpz_core" / "ezpz"
 DOC = ROOT / "docs" / "architecture.md"
 START, END = "<!-- module-table:start (scripts/module_table.py --write) -->", "<!-- module-table:end -->"
+LAYERS_START, LAYERS_END = "<!-- layer-lines:start (scripts/module_table.py --write) -->", "<!-- layer-lines:end -->"
+
+#: The kernel: what ``import ezpz; ezpz.hooks.setup()`` needs. The same list is the source side of the
+#: "Kernel and fronts" import-linter contract in pyproject.toml (tests/test_kernel_fronts.py checks both).
+KERNEL = ("hooks.py", "hookspecs.py", "plugin_host", "facts.py", "policies.py", "decisions.py", "startup", "runtime",
+          "probes", "primitives", "inputs", "builtin", "plugin_kit", "checkpoints", "sharding", "steps", "failures",
+          "launch_env", "compiling.py", "cuda_answers.py", "errors.py")
+#: The fronts: built on the kernel, never imported by it (the forbidden side of the same contract).
+FRONTS = ("launch_drivers", "testing", "original", "cli", "porting", "cuda_compat", "examples", "integrations",
+          "distributed.py", "launch.py", "log.py", "pbs.py", "slurm.py", "__main__.py")
+#: The root package: the public facade, which imports the kernel's ezpz.hooks (and the original's names lazily).
+FACADE = ("__init__.py",)
+TOLERANCE = 0.10
 
 
 def summary(path: Path) -> str:
@@ -51,26 +66,94 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def lines_of(entry: str) -> int:
+    """Lines of Python in one top-level module or package of ezpz/ (every line, as ``wc -l`` counts)."""
+    path = PACKAGE / entry
+    files = [path] if path.is_file() else sorted(path.rglob("*.py"))
+    return sum(len(f.read_text(encoding="utf-8").splitlines()) for f in files)
+
+
+def layer_lines() -> dict[str, int]:
+    """``{"kernel": n, "fronts": n, "facade": n}``: lines of Python per layer."""
+    return {name: sum(lines_of(e) for e in entries)
+            for name, entries in (("kernel", KERNEL), ("fronts", FRONTS), ("facade", FACADE))}
+
+
+def _rounded(n: int) -> str:
+    return f"{round(n, -2):,}"
+
+
+def layer_table() -> str:
+    """One row per layer: what it holds and its lines (rounded to 100)."""
+    counts = layer_lines()
+    lines = ["| layer | modules and packages under `ezpz_core/ezpz/` | lines of Python |", "|---|---|---|"]
+    for name, entries in (("kernel", KERNEL), ("fronts", FRONTS), ("facade", FACADE)):
+        listed = ", ".join(f"`{e}`" if e.endswith(".py") else f"`{e}/`" for e in entries)
+        lines.append(f"| {name} | {listed} | {_rounded(counts[name])} |")
+    return "\n".join(lines)
+
+
+def doc_layer_lines(doc: str) -> dict[str, int]:
+    """The line counts the doc states, per layer."""
+    body = _between(doc, LAYERS_START, LAYERS_END)
+    found: dict[str, int] = {}
+    for row in body.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in ("kernel", "fronts", "facade"):
+            found[cells[0]] = int(cells[2].replace(",", ""))
+    return found
+
+
+def layers_hold(doc: str) -> list[str]:
+    """What is untrue in the doc's layer table: a layer missing, listed differently, or off by more than 10%."""
+    problems: list[str] = []
+    stated, counts = doc_layer_lines(doc), layer_lines()
+    for name, n in counts.items():
+        if name not in stated:
+            problems.append(f"the {name} row is missing")
+        elif abs(stated[name] - n) > max(100, TOLERANCE * n):
+            problems.append(f"{name}: the doc says {stated[name]:,} lines, the code has {n:,}")
+    expected = [row.rsplit("|", 2)[0] for row in layer_table().splitlines()]
+    written = [row.rsplit("|", 2)[0] for row in _between(doc, LAYERS_START, LAYERS_END).strip().splitlines()]
+    if expected != written:
+        problems.append("the layers list other modules than scripts/module_table.py's KERNEL, FRONTS and FACADE")
+    return problems
+
+
+def _between(doc: str, start: str, end: str) -> str:
+    if start not in doc or end not in doc:
+        raise SystemExit(f"{DOC.relative_to(ROOT)} lacks the markers {start!r} and {end!r}")
+    return doc.split(start, 1)[1].split(end, 1)[0]
+
+
+def _replace(doc: str, start: str, end: str, body: str) -> str:
+    _between(doc, start, end)
+    head, rest = doc.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}\n{end}{tail}"
+
+
 def with_table(doc: str) -> str:
-    if START not in doc or END not in doc:
-        raise SystemExit(f"{DOC.relative_to(ROOT)} lacks the markers {START!r} and {END!r}")
-    head, rest = doc.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{table()}\n{END}{tail}"
+    return _replace(doc, START, END, table())
+
+
+def with_layers(doc: str) -> str:
+    return _replace(doc, LAYERS_START, LAYERS_END, layer_table())
 
 
 def main(argv: list[str]) -> int:
     if "--write" in argv:
-        DOC.write_text(with_table(DOC.read_text(encoding="utf-8")), encoding="utf-8")
+        DOC.write_text(with_layers(with_table(DOC.read_text(encoding="utf-8"))), encoding="utf-8")
         return 0
     if "--check" in argv:
         current = DOC.read_text(encoding="utf-8")
+        problems = layers_hold(current)
         if with_table(current) != current:
-            sys.stderr.write("docs/architecture.md's module table differs from the code: "
-                             "run python scripts/module_table.py --write\n")
-            return 1
-        return 0
-    sys.stdout.write(table() + "\n")
+            problems.insert(0, "the module table differs from the code")
+        for problem in problems:
+            sys.stderr.write(f"docs/architecture.md: {problem}: run python scripts/module_table.py --write\n")
+        return 1 if problems else 0
+    sys.stdout.write(table() + "\n\n" + layer_table() + "\n")
     return 0
 
 
