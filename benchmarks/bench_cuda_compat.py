@@ -82,10 +82,7 @@ def main() -> None:
     import torch
 
     import ezpz
-    from ezpz.cuda_compat.answers import ask
-    from ezpz.cuda_compat.context import Compat
-    from ezpz.cuda_compat.scope import Scope
-    from ezpz.cuda_compat.session import installers_for
+    from ezpz.cuda_compat.session import compat_for, redirect
 
     torch.set_num_threads(1)
     rt = ezpz.hooks.setup()
@@ -93,12 +90,10 @@ def main() -> None:
     (project / "cuda_project.py").write_text(PROJECT)
     sys.path.insert(0, str(project))
     mod = importlib.import_module("cuda_project")
-    answers = ask(rt)
-    compat = Compat(rt, answers, Scope(str(project)), precision_asked="auto")
+    compat = compat_for(rt, project, precision_asked="auto")  # what Session.start() builds, then puts in place
 
     def redirections_in() -> None:
-        for name in installers_for(answers):
-            importlib.import_module(f"ezpz.cuda_compat.{name}").install(compat)
+        redirect(compat)
 
     torch.manual_seed(0)
     model = mod.TinyGPT()

@@ -222,6 +222,9 @@ class LifecycleAction:
     device is made current and the process group is created: for a device
     runtime that reads its variables when it is imported (torch_xla reads
     ``PJRT_DEVICE``), so the plugin imports it there and not in the hook.
+    ``undo``, when given, is called by ``teardown()`` (latest action first):
+    it takes back what the plugin changed in the process beyond the variables
+    (a torch flag, a registration), so a second ``setup()`` starts afresh.
     """
 
     reason: str = field(validator=_explained)
@@ -229,11 +232,13 @@ class LifecycleAction:
     plugin: str = ""
     then: Callable[[], Any] | None = field(default=None, eq=False, hash=False,
                                            validator=attr.validators.optional(attr.validators.is_callable()))
+    undo: Callable[[], None] | None = field(default=None, eq=False, hash=False,
+                                            validator=attr.validators.optional(attr.validators.is_callable()))
 
     def also(self, reason: str, env_defaults: Mapping[str, str]) -> LifecycleAction:
         """This action plus ``reason`` and ``env_defaults`` (a plugin saying two things in one answer)."""
         return LifecycleAction(reason=f"{self.reason}; {reason}", plugin=self.plugin, then=self.then,
-                               env_defaults={**self.env_defaults, **env_defaults})
+                               undo=self.undo, env_defaults={**self.env_defaults, **env_defaults})
 
 
 @frozen(kw_only=True)

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from typing import TYPE_CHECKING
@@ -49,6 +49,7 @@ _runtime: Runtime | None = None
 _runtime_settings: SetupSettings | None = None
 _applied_env: dict[str, str] = {}
 _env_before: dict[str, str | None] = {}  # what setup() replaced (a launcher's own default), restored by teardown()
+_undos: list[tuple[str, Callable[[], None]]] = []  # (plugin, LifecycleAction.undo) in setup() order; teardown() runs them
 
 
 def get_plugin_host() -> PluginHost:
@@ -182,6 +183,8 @@ def setup(
         log.info("lifecycle", plugin=plugin, action=action.reason, env_defaults=dict(action.env_defaults),
                  env_set=sorted(c.name for c in changes if c.applies),
                  env_kept=sorted(c.name for c in changes if not c.applies))
+        if action.undo is not None:  # what the plugin changed in the process, taken back by teardown()
+            _undos.append((plugin, action.undo))
         if action.then is not None:  # a device runtime that reads its variables on import: now they are set
             action.then()
 
@@ -340,6 +343,7 @@ def teardown() -> None:
                 os.environ[key] = before
     _applied_env.clear()
     _env_before.clear()
+    _undo_lifecycle_actions()
     from ezpz.failures.capture import uninstall as stop_capturing_failures
     from ezpz.steps.preemption import uninstall as stop_preemption
 
@@ -352,6 +356,18 @@ def teardown() -> None:
         from ezpz.steps.preemption import PREEMPTED_STATUS
 
         raise SystemExit(PREEMPTED_STATUS)
+
+
+def _undo_lifecycle_actions() -> None:
+    """Run the plugins' ``LifecycleAction.undo`` callables, the latest first; one that raises is named and skipped."""
+    while _undos:
+        plugin, undo = _undos.pop()
+        try:
+            undo()
+        except Exception as err:  # teardown goes on: the other plugins' undos and the rest still run
+            _log.get_logger("ezpz.teardown").warning(
+                "lifecycle_undo_failed", plugin=plugin, error=f"{type(err).__name__}: {err}",
+                fix=f"report it to the plugin's authors, or set EZPZ_DISABLE_PLUGINS={plugin}")
 
 
 def _quiesce_gloo(torch: Any, dist: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ezpz.cuda_answers import CudaAnswers
+from ezpz.primitives.device_module import device_module
 
 __all__ = ["ask", "default_answers"]
 
@@ -38,10 +39,7 @@ def default_answers(runtime: Any) -> CudaAnswers:
     if device_type == "cuda":
         return CudaAnswers(redirect=False, plugin="(default)",
                            reason="the chosen device is driven by torch.cuda itself: the script's CUDA calls run as written")
-    try:
-        module: Any = torch.get_device_module(device_type)
-    except (RuntimeError, AttributeError, ValueError):
-        module = None
+    module = device_module(device_type)
     accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
     on_module = (lambda name: module is not None and hasattr(module, name))
     return CudaAnswers(

@@ -8,6 +8,7 @@ from ezpz.cuda_answers import CudaAnswers
 from ezpz.cuda_compat.devices import DeviceMap
 from ezpz.cuda_compat.patching import Patches
 from ezpz.cuda_compat.scope import Scope
+from ezpz.primitives.device_module import device_module
 
 __all__ = ["Compat"]
 
@@ -20,7 +21,7 @@ class Compat:
         self.answers = answers
         self.scope = scope
         self.patches = Patches()
-        self.module = _device_module(runtime.device_type)
+        self.module = device_module(runtime.device_type)
         count = self.module.device_count() if self.module is not None and hasattr(self.module, "device_count") else 1
         self.devices = DeviceMap(runtime.device, local_rank=runtime.local_rank, count=count)
         self.precision_asked = precision_asked  # EZPZ_PRECISION / setup(precision=): "auto" unless the user set one
@@ -29,12 +30,3 @@ class Compat:
     @property
     def target(self) -> str:
         return self.devices.name
-
-
-def _device_module(device_type: str) -> Any:
-    import torch
-
-    try:
-        return torch.get_device_module(device_type)
-    except (RuntimeError, AttributeError, ValueError):
-        return None

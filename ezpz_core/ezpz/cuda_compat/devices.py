@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ezpz.primitives.cuda_device import is_cuda_device_string
+
 __all__ = ["DeviceMap"]
 
 
@@ -30,7 +32,7 @@ class DeviceMap:
         """Whether ``value`` names a CUDA device (a bare int counts where ``ordinals``: ``.to(0)``)."""
         kind = value.__class__
         if kind is str:
-            return value.startswith("cuda")
+            return is_cuda_device_string(value)
         if kind is self.torch_device:
             return value.type == "cuda"
         return ordinals and kind is int

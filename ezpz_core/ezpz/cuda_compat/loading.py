@@ -12,6 +12,7 @@ from typing import Any
 from ezpz.cuda_compat.context import Compat
 from ezpz.cuda_compat.patching import scoped
 from ezpz.cuda_compat.scope import Site
+from ezpz.primitives.cuda_device import is_cuda_device_string
 
 __all__ = ["install"]
 
@@ -27,7 +28,7 @@ def install(c: Compat) -> None:
             seen: list[str] = []
 
             def restore(storage: Any, location: str) -> Any:
-                if location.startswith("cuda"):
+                if is_cuda_device_string(location):
                     seen.append(location)
                     return serialization.default_restore_location(storage, str(devices.device(location)))
                 return None

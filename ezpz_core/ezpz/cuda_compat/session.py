@@ -13,11 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ezpz.cuda_compat.context import Compat
+from ezpz.cuda_compat.restore import Saved
 from ezpz.cuda_compat.scope import Scope
 from ezpz.primitives.markers import hookimpl
 
-__all__ = ["Session", "run_script"]
+__all__ = ["Session", "compat_for", "redirect", "run_script"]
 
+#: The name the mode's in-process plugin registers under (its answer is the trace's "CUDA-compat mode on" line).
+MODE_PLUGIN = "cuda-compat"
 #: The redirections, one module per concern, in the order they are put in place.
 INSTALLERS = ("tensors", "facade", "amp", "distributed", "loading", "optimizers", "profiler", "unsupported")
 
@@ -25,6 +29,21 @@ INSTALLERS = ("tensors", "facade", "amp", "distributed", "loading", "optimizers"
 def installers_for(answers: Any) -> tuple[str, ...]:
     """The redirections to put in place for the device's answers: none where ``torch.cuda`` drives it already."""
     return INSTALLERS if answers.redirect else ()
+
+
+def compat_for(rt: Any, root: Path, *, precision_asked: str) -> Compat:
+    """The mode's state for ``rt``: the device's answers (:func:`.answers.ask`), the scope of the files under ``root``."""
+    from ezpz.cuda_compat.answers import ask
+
+    return Compat(rt, ask(rt), Scope(str(root)), precision_asked=precision_asked)
+
+
+def redirect(c: Compat) -> None:
+    """Put in place the redirections ``c``'s answers call for; ``c.patches.undo()`` takes them out."""
+    import importlib
+
+    for name in installers_for(c.answers):
+        importlib.import_module(f"ezpz.cuda_compat.{name}").install(c)
 
 
 class _ModeRecord:
@@ -74,37 +93,53 @@ class Session:
         self.report_path: Path | None = None
         self.rank = 0
         self.globals: dict[str, Any] = {}
-        self.exported: dict[str, str] = {}  # the script's module globals once it has run (runpy's result)
+        self.exported: dict[str, str] = {}  # the torchrun variables the mode set for the script
+        self.saved: Saved | None = None  # the process state before start(), put back by finish()
 
     def start(self) -> Any:
         import ezpz.hooks
-        from ezpz.cuda_compat.answers import ask
-        from ezpz.cuda_compat.context import Compat
         from ezpz.inputs.settings import SetupSettings
 
-        import importlib
-
-        ezpz.hooks.get_plugin_host().register("cuda-compat", _ModeRecord(self.script, self.root),
+        self.saved = Saved()
+        ezpz.hooks.get_plugin_host().register(MODE_PLUGIN, _ModeRecord(self.script, self.root),
                                               target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
         rt = ezpz.hooks.setup()
         self.rank = rt.rank
         self.exported = torchrun_variables(rt.plan.launch, os.environ)
         os.environ.update(self.exported)
-        answers = ask(rt)
         precision = SetupSettings.resolve(os.environ).precision
-        self.compat = c = Compat(rt, answers, Scope(str(self.root)), precision_asked=precision)
-        for name in installers_for(answers):
-            importlib.import_module(f"ezpz.cuda_compat.{name}").install(c)
+        self.compat = compat_for(rt, self.root, precision_asked=precision)
+        redirect(self.compat)
         return rt
 
     def run(self) -> None:
         """The script as ``__main__``, as ``python SCRIPT ARGS`` would run it (its directory first on sys.path)."""
-        sys.argv = [str(self.script), *self.argv]
+        sys.argv[:] = [str(self.script), *self.argv]
         sys.path.insert(0, str(self.script.parent))
         self.globals = runpy.run_path(str(self.script), run_name="__main__")
 
     def finish(self) -> dict[str, Any] | None:
-        """Take the redirections out, write this rank's report, tear down; the report's data (None: never started)."""
+        """Take the redirections out, write this rank's report, tear down; the report's data (None: never started).
+
+        Then the process is put back as :meth:`start` found it (:mod:`.restore`): ``sys.argv``, ``sys.path``,
+        ``os.environ``, ``__main__`` and the mode's plugin registration, so a second run in the process starts
+        afresh. What a plugin changed is undone by ``teardown()`` (``LifecycleAction.undo``).
+        """
+        try:
+            return self._finish()
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        if self.saved is None:
+            return
+        import ezpz.hooks
+
+        ezpz.hooks.get_plugin_host().unregister(MODE_PLUGIN)
+        self.saved.restore()
+        self.saved = None
+
+    def _finish(self) -> dict[str, Any] | None:
         c = self.compat
         if c is None:
             return None

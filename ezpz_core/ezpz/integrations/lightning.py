@@ -145,7 +145,9 @@ def accelerator(source: Source) -> Any:
         """This rank's device as ezpz's plugins decided (``cpu``, ``cuda:1``, ``xpu:0`` ...)."""
 
         def setup_device(self, device: torch.device) -> None:
-            module = torch.get_device_module(device.type) if device.type != "cpu" else None
+            from ezpz.primitives.device_module import device_module
+
+            module = device_module(device.type)
             if device.index is not None and hasattr(module, "set_device"):
                 module.set_device(device)
 

@@ -194,6 +194,13 @@ class PluginHost:
         )
         return True
 
+    def unregister(self, name: str) -> None:
+        """Take the plugin registered as ``name`` out again, record and all (one registered for a while, by hand)."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin)
+        self.records.pop(name, None)
+
     def validate(self) -> None:
         """Quarantine plugins implementing hooks that no spec defines (typos)."""
         while True:

@@ -13,7 +13,7 @@ import re
 from typing import NamedTuple
 
 __all__ = [
-    "AUTOCAST_CALLS", "CUDA_DEVICE_LITERAL", "DTYPE_PRECISIONS", "GRAD_SCALER_CALLS", "INIT_PROCESS_GROUP",
+    "AUTOCAST_CALLS", "DTYPE_PRECISIONS", "GRAD_SCALER_CALLS", "INIT_PROCESS_GROUP",
     "KEPT", "MEMORY_STATS", "NCCL_LITERAL", "RANK_VARIABLES", "REMOVED_CALLS", "Rule", "SIMPLE_CALLS",
     "TF32_FLAGS", "UNPORTABLE", "UNPORTABLE_MODULES", "is_cuda_api",
 ]
@@ -26,8 +26,6 @@ class Rule(NamedTuple):
     why: str
 
 
-#: A string that names a CUDA device: ``'cuda'``, ``'cuda:0'`` (f-strings ``f'cuda:{i}'`` are matched separately).
-CUDA_DEVICE_LITERAL = re.compile(r"^cuda(:\d+)?$")
 #: A backend string that asks for NCCL (``'nccl'``, ``'cuda:nccl,cpu:gloo'``).
 NCCL_LITERAL = re.compile(r"^[a-z0-9_:,]*nccl[a-z0-9_:,]*$")
 

@@ -18,6 +18,7 @@ import libcst.matchers as m
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from ezpz.porting import catalogue as cat
+from ezpz.primitives.cuda_device import is_cuda_device_string
 from ezpz.porting.report import Change, FileReport, Finding
 
 __all__ = ["Requests", "Rewriter", "SetupArgs"]
@@ -56,7 +57,7 @@ def _is_cuda_string(node: cst.CSTNode) -> bool:
     """``'cuda'``, ``'cuda:0'`` or ``f'cuda:{i}'``."""
     value = _string_value(node)
     if value is not None:
-        return bool(cat.CUDA_DEVICE_LITERAL.match(value))
+        return is_cuda_device_string(value)
     if isinstance(node, cst.FormattedString) and node.parts:
         first = node.parts[0]
         return (isinstance(first, cst.FormattedStringText) and first.value == "cuda:" and len(node.parts) == 2

@@ -5,5 +5,5 @@ pluggy markers, files (:mod:`~ezpz.primitives.atomic_file`, :mod:`~ezpz.primitiv
 logging and redaction (:mod:`~ezpz.primitives.logger`, :mod:`~ezpz.primitives.redact`),
 threads ezpz gave up on (:mod:`~ezpz.primitives.abandoned_threads`), and the seams into
 torch's internals (:mod:`~ezpz.primitives.torch_private`, :mod:`~ezpz.primitives.device_module`,
-:mod:`~ezpz.primitives.gloo_quiesce`).
+:mod:`~ezpz.primitives.gloo_quiesce`), and what names a CUDA device (:mod:`~ezpz.primitives.cuda_device`).
 """

@@ -1,25 +1,30 @@
-"""The torch device module of a device type (``torch.cuda``, ``torch.xpu``, a PrivateUse1 backend's), if any.
+"""The torch device module of a device type (``torch.cuda``, ``torch.cpu``, a PrivateUse1 backend's), if any.
 
-``torch.get_device_module`` raises for a device type that registers no module
-with torch (torch_xla's ``xla`` does not); runtime paths that only want an
-optional ``synchronize``/``set_device``/memory counter ask here instead, and
-find None for ``cpu`` and for such devices.
+The one place ezpz asks ``torch.get_device_module``: the runtime, setup, the
+original's API, the CUDA-compat front, the conformance kit and the Lightning
+integration all ask here. It raises for a device type that registers no module
+with torch (torch_xla's ``xla`` does not) and for a string that names no device
+type; here both give None, so a caller that only wants an optional
+``synchronize``/``set_device``/memory counter reads it with ``getattr``.
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 __all__ = ["device_module"]
 
 
-def device_module(device_type: str) -> Any:
-    """``torch.get_device_module(device_type)``, or None for ``cpu`` and device types without a module."""
-    if device_type == "cpu":
-        return None
+def device_module(device_type: str) -> ModuleType | Any | None:
+    """``torch.get_device_module(device_type)`` (``torch.cpu`` for ``cpu``), or None where torch has no module.
+
+    Typed ``Any`` besides ``ModuleType``: a PrivateUse1 backend may register any object as its module (the emu
+    plugin's ``EmuModule``); callers read its functions with ``getattr``.
+    """
     import torch
 
     try:
         return torch.get_device_module(device_type)
-    except RuntimeError:  # "Device 'xla' does not have a corresponding module registered as 'torch.xla'"
+    except (RuntimeError, ValueError, AttributeError):  # "Device 'xla' does not have a corresponding module ..."
         return None

@@ -260,7 +260,7 @@ class Runtime:
         needs (``explain()["sharding"]``: ``new_group`` where the backend cannot ``split_group``).
         Needs the process group (several ranks).
         """
-        from ezpz.sharding.mesh import build_mesh, mesh_shape
+        from ezpz.sharding.mesh import build_mesh, mesh_shape, refuse_where_unsupported
 
         shape, names = mesh_shape(dims, self.world_size)  # checked first: a bad size is named, never a cache miss
         key = tuple(dims.items())
@@ -268,12 +268,7 @@ class Runtime:
         if found is not None:
             return found
         support = self.plan.mesh
-        if support is not None and support.mesh_unavailable:
-            from ezpz.errors import UnavailableError
-
-            raise UnavailableError(name="rt.mesh()", value=f"a DeviceMesh on {self.device}",
-                                   expected=f"a device torch.distributed meshes run on; here: {support.mesh_unavailable}",
-                                   fix=f"use {support.alternative}" if support.alternative else "use DDP")
+        refuse_where_unsupported(support, who="rt.mesh()", what="a DeviceMesh", device=str(self.device))
         found = build_mesh(self.device_type, shape, names, split_group=support.split_group if support else None)
         self._meshes[key] = found
         return found

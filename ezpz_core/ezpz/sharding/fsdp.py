@@ -8,6 +8,7 @@ from typing import Any
 from ezpz.decisions import MeshSupport
 from ezpz.errors import UnavailableError
 from ezpz.primitives.torch_private import fsdp2
+from ezpz.sharding.mesh import refuse_where_unsupported
 from ezpz.sharding.precision import ShardPrecision
 
 __all__ = ["fsdp2_for", "shard_model", "shard_units"]
@@ -15,11 +16,7 @@ __all__ = ["fsdp2_for", "shard_model", "shard_units"]
 
 def fsdp2_for(device_type: str, device: str, support: MeshSupport | None, who: str = "rt.shard(model)") -> Any:
     """The module with ``fully_shard`` and ``MixedPrecisionPolicy`` for this device, or a refusal naming the fix."""
-    if support is not None and (support.fsdp2_unavailable or support.mesh_unavailable):
-        raise UnavailableError(
-            name=who, value=f"FSDP2 on {device}",
-            expected=f"a device FSDP2 runs on; on {device}: {support.fsdp2_unavailable or support.mesh_unavailable}",
-            fix=f"use {support.alternative}" if support.alternative else "use DDP (torch.nn.parallel.DistributedDataParallel)")
+    refuse_where_unsupported(support, who=who, what="FSDP2", device=device, fsdp2=True)
     module = fsdp2()
     if module is None or (device_type == "cpu" and module.__name__ != "torch.distributed.fsdp"):
         import torch

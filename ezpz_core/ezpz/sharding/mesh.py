@@ -11,12 +11,28 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.primitives.torch_private import backend_for_device
 
-__all__ = ["build_mesh", "mesh_shape", "unbound_default_group"]
+if TYPE_CHECKING:
+    from ezpz.decisions import MeshSupport
+
+__all__ = ["build_mesh", "mesh_shape", "refuse_where_unsupported", "unbound_default_group"]
+
+
+def refuse_where_unsupported(support: MeshSupport | None, *, who: str, what: str, device: str,
+                             fsdp2: bool = False) -> None:
+    """The one "no mesh here" refusal: raise :class:`~ezpz.errors.UnavailableError` where the device's plugin says
+    a mesh (or, with ``fsdp2``, FSDP2) cannot run on it (``ezpz_mesh_support``), naming its alternative, else DDP."""
+    if support is None:
+        return
+    why = (support.fsdp2_unavailable if fsdp2 else None) or support.mesh_unavailable
+    if why:
+        raise UnavailableError(name=who, value=f"{what} on {device}", expected=f"a device {what} runs on; here: {why}",
+                               fix=f"use {support.alternative}" if support.alternative
+                               else "use DDP (torch.nn.parallel.DistributedDataParallel)")
 
 
 def mesh_shape(dims: Mapping[str, Any], world_size: int, who: str = "rt.mesh") -> tuple[tuple[int, ...], tuple[str, ...] | None]:

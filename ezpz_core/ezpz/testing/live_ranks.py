@@ -84,14 +84,12 @@ def live_rank_checks(t: Target, device: DeviceCandidate, environ: Mapping[str, s
 
 def _without_device_module(device_type: str) -> str:
     """Why the ranks cannot apply to a device type torch has no device module for (torch_xla's ``xla``), or ""."""
-    import torch
+    from ezpz.primitives.device_module import device_module
 
-    try:
-        torch.get_device_module(device_type)
-    except (RuntimeError, AttributeError) as err:
-        return (f"torch has no device module for {device_type!r} ({err}): the kit's ranks drive a device through "
-                "torch.distributed on plain RANK/WORLD_SIZE processes, DeviceMesh and FSDP2, which find the device's "
-                "index and streams there; a lazy device's collectives run under its own runtime")
+    if device_module(device_type) is None:
+        return (f"torch has no device module for {device_type!r} (torch.get_device_module raises): the kit's ranks "
+                "drive a device through torch.distributed on plain RANK/WORLD_SIZE processes, DeviceMesh and FSDP2, "
+                "which find the device's index and streams there; a lazy device's collectives run under its own runtime")
     return ""
 
 

@@ -65,13 +65,13 @@ def _collective(name: str, legacy: str | None = None) -> Callable[..., Any]:
 
 def _device_module(rt: Any) -> Any:
     """The device's torch module, which DeviceMesh and FSDP2 use; NotApplicable where torch has none (XLA)."""
-    import torch
+    from ezpz.primitives.device_module import device_module
 
-    try:
-        return torch.get_device_module(rt.device_type)
-    except (RuntimeError, AttributeError) as err:
-        raise NotApplicable(f"torch has no device module for {rt.device_type!r} ({err}): DeviceMesh and FSDP2 "
-                            "find the device's current index and streams there") from None
+    module = device_module(rt.device_type)
+    if module is None:
+        raise NotApplicable(f"torch has no device module for {rt.device_type!r} (torch.get_device_module raises): "
+                            "DeviceMesh and FSDP2 find the device's current index and streams there")
+    return module
 
 
 def _fsdp2(rt: Any) -> Any:

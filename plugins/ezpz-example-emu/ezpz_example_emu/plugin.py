@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ezpz import hookimpl
 
 if TYPE_CHECKING:  # names for the annotations only: with `from __future__ import annotations` they stay strings
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
@@ -187,25 +187,32 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     if plan.backend.name == collectives.BACKEND:
         collectives.register_backend()
         said += f" and the {collectives.BACKEND} process-group backend (gloo on the emu tensors' CPU memory)"
-    said += "; " + keep_shared_parameters_on_move()
-    return LifecycleAction(reason=said)
+    moved, undo = keep_shared_parameters_on_move()
+    return LifecycleAction(reason=f"{said}; {moved}", undo=undo)
 
 
-def keep_shared_parameters_on_move() -> str:
+def keep_shared_parameters_on_move() -> tuple[str, Callable[[], None] | None]:
     """Make ``Module.to`` move parameters in place, so parameters shared by two modules stay shared.
 
     torch replaces a parameter in place only between tensor types it can shallow-copy (CPU, CUDA, XPU ...);
     for a PrivateUse1 tensor it makes a new ``Parameter`` per module, so ``module.to('emu')`` unties weights
     tied across modules (an embedding and its output layer). torch's swap mode keeps each parameter object.
+    Returns what was done, and how ``teardown()`` turns the mode off again (None: it was on already).
     """
     import torch
 
     if torch.__future__.get_swap_module_params_on_conversion():
-        return "Module.to already swaps parameters in place (torch.__future__), so tied weights stay tied"
+        return "Module.to already swaps parameters in place (torch.__future__), so tied weights stay tied", None
     torch.__future__.set_swap_module_params_on_conversion(True)
-    return ("Module.to swaps parameters in place (torch.__future__.set_swap_module_params_on_conversion(True)): "
-            "otherwise moving a model to emu makes a new Parameter per module and weights tied across modules "
-            "come apart")
+    return ("Module.to swaps parameters in place (torch.__future__.set_swap_module_params_on_conversion(True), "
+            "until teardown()): otherwise moving a model to emu makes a new Parameter per module and weights tied "
+            "across modules come apart"), _swap_mode_off
+
+
+def _swap_mode_off() -> None:
+    import torch
+
+    torch.__future__.set_swap_module_params_on_conversion(False)
 
 
 @hookimpl
