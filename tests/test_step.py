@@ -115,3 +115,26 @@ def test_step_clock_keeps_only_the_recent_steps() -> None:
 def test_step_clock_refuses_a_bad_size() -> None:
     with pytest.raises(ValueError, match="keep must be a positive"):
         StepClock(keep=0)
+
+
+def test_the_runtime_is_frozen_and_what_moves_is_in_its_state() -> None:
+    """Runtime's fields are what setup() decided and never change; steps change ``rt.state`` alone."""
+    import attr
+    import pytest
+
+    from ezpz.runtime import RuntimeState
+
+    rt = _runtime(make_host())
+    before = {f.name: getattr(rt, f.name) for f in attr.fields(Runtime)}
+    with pytest.raises(attr.exceptions.FrozenInstanceError):
+        rt.rank = 3  # type: ignore[misc]
+    with pytest.raises(attr.exceptions.FrozenInstanceError):
+        rt.state = RuntimeState(boundary=rt.boundary)  # type: ignore[misc]
+    assert rt.step() == 1 and rt.step() == 2
+    after = {f.name: getattr(rt, f.name) for f in attr.fields(Runtime)}
+    assert all(after[name] is value for name, value in before.items())
+    assert rt.state.step_clock.count == 2 and rt.step_clock is rt.state.step_clock
+    assert rt.preemption is rt.state.preemption and rt.boundary is rt.state.boundary
+    mutable = [f.name for f in attr.fields(Runtime)
+               if f.name != "state" and isinstance(getattr(rt, f.name), (dict, list, set, bytearray))]
+    assert mutable == [], f"Runtime fields holding mutable containers: {mutable}"

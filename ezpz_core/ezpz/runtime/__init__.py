@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from attr import field
@@ -14,17 +15,18 @@ from attr import field
 from ezpz.decisions import AmpPolicy, ProfilingSupport, SetupPlan
 from ezpz.decisions import Explanation
 from ezpz.primitives.frozen_records import frozen
-from ezpz.steps.preemption import Preemption
-from ezpz.steps.clock import StepClock
 from ezpz.primitives.torch_private import profiler_enabled
+from ezpz.runtime.state import RuntimeState
 from ezpz.steps.boundary import StepMarker
 
 if TYPE_CHECKING:  # the exchange (with statistics, decimal, fractions) loads only when setup() makes one: world > 1
     from pathlib import Path
 
+    from ezpz.steps.clock import StepClock
+    from ezpz.steps.preemption import Preemption
     from ezpz.steps.straggler_exchange import StragglerWatch
 
-__all__ = ["Runtime"]
+__all__ = ["Runtime", "RuntimeState"]
 
 _NULL = contextlib.nullcontext()
 
@@ -73,7 +75,11 @@ class _Range:
 
 @frozen(kw_only=True)
 class Runtime:
-    """What ``ezpz.hooks.setup()`` returns. Immutable; one per process.
+    """What ``ezpz.hooks.setup()`` returns: what ``setup()`` decided, frozen; one per process.
+
+    What changes as the script runs (the step clock, the preemption state, the
+    step boundary, the meshes built) is in :attr:`state`, a
+    :class:`~ezpz.runtime.state.RuntimeState` of its own.
 
     Rank fields come from the launcher; ``device`` is a ``torch.device`` with
     its index for per-rank accelerators; ``amp`` and ``profiling`` are the
@@ -100,24 +106,39 @@ class Runtime:
     attempt: int = 0
     """Which attempt of the job this is (0 = first): ``EZPZ_ATTEMPT`` + ``TORCHELASTIC_RESTART_COUNT``."""
     owns_process_group: bool = True  # False when setup() adopted a group another framework made (explain())
-    _autocast_kwargs: dict[str, Any] | None = field(init=False, repr=False, eq=False)
-    step_clock: StepClock = field(init=False, factory=StepClock, repr=False, eq=False)
-    """The steps :meth:`step` has ended and the wall time of the recent ones."""
-    preemption: Preemption = field(init=False, factory=Preemption, repr=False, eq=False)
-    """After a SIGTERM: the step every rank stops after (:attr:`preempted`)."""
-    stragglers: StragglerWatch | None = field(default=None, repr=False, eq=False)
-    """Straggler detection (``EZPZ_STRAGGLER_EVERY``), or None when off or single-process."""
-    _meshes: dict[tuple[tuple[str, int], ...], Any] = field(init=False, factory=dict, repr=False, eq=False)
-    boundary: StepMarker = field(repr=False, eq=False)
-    """The device's step boundary, once per step: at :meth:`step`, or after ``optimizer.step()`` (:mod:`ezpz.steps.boundary`)."""
+    _autocast_kwargs: Mapping[str, Any] | None = field(init=False, repr=False, eq=False)
+    state: RuntimeState = field(repr=False, eq=False)
+    """What changes as the script runs: the step clock, the preemption state, the step boundary, the meshes."""
 
-    @boundary.default
-    def _make_boundary(self) -> StepMarker:
-        return StepMarker(self.plan.step)
+    @state.default
+    def _make_state(self) -> RuntimeState:
+        return RuntimeState(boundary=StepMarker(self.plan.step))
+
+    @property
+    def step_clock(self) -> StepClock:
+        """The steps :meth:`step` has ended and the wall time of the recent ones (``state.step_clock``)."""
+        return self.state.step_clock
+
+    @property
+    def preemption(self) -> Preemption:
+        """After a SIGTERM: the step every rank stops after, :attr:`preempted` (``state.preemption``)."""
+        return self.state.preemption
+
+    @property
+    def boundary(self) -> StepMarker:
+        """The device's step boundary (``state.boundary``; :mod:`ezpz.steps.boundary`)."""
+        return self.state.boundary
+
+    @property
+    def stragglers(self) -> StragglerWatch | None:
+        """Straggler detection (``EZPZ_STRAGGLER_EVERY``), or None when off or single-process (``state.stragglers``)."""
+        return self.state.stragglers
 
     @_autocast_kwargs.default
-    def _make_autocast_kwargs(self) -> dict[str, Any] | None:
-        return {"device_type": self.device_type, "dtype": self.amp.torch_dtype} if self.amp.autocast else None
+    def _make_autocast_kwargs(self) -> Mapping[str, Any] | None:
+        if not self.amp.autocast:
+            return None
+        return MappingProxyType({"device_type": self.device_type, "dtype": self.amp.torch_dtype})
 
 
     @classmethod
@@ -149,8 +170,8 @@ class Runtime:
             rank=launch.rank, local_rank=launch.local_rank, world_size=launch.world_size,
             local_world_size=launch.local_world_size, node_rank=launch.node_rank, num_nodes=launch.num_nodes,
             amp=plan.amp, profiling=plan.profiling, plan=plan, explanation=explanation, process_group=process_group,
-            owns_process_group=owns_process_group, attempt=attempt, stragglers=stragglers,
-            boundary=StepMarker(plan.step, optimizer_hook=optimizer_hook),
+            owns_process_group=owns_process_group, attempt=attempt,
+            state=RuntimeState(boundary=StepMarker(plan.step, optimizer_hook=optimizer_hook), stragglers=stragglers),
         )
 
     @property
@@ -264,13 +285,14 @@ class Runtime:
 
         shape, names = mesh_shape(dims, self.world_size)  # checked first: a bad size is named, never a cache miss
         key = tuple(dims.items())
-        found = self._meshes.get(key)
+        meshes = self.state.meshes
+        found = meshes.get(key)
         if found is not None:
             return found
         support = self.plan.mesh
         refuse_where_unsupported(support, who="rt.mesh()", what="a DeviceMesh", device=str(self.device))
         found = build_mesh(self.device_type, shape, names, split_group=support.split_group if support else None)
-        self._meshes[key] = found
+        meshes[key] = found
         return found
 
     def shard(self, model: Any, mesh: Any = None, **fsdp_options: Any) -> Any:
