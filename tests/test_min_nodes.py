@@ -36,7 +36,7 @@ def test_without_min_nodes_a_bad_host_with_no_spare_stops_as_before():
 
 
 def test_with_min_nodes_a_bad_host_with_no_spare_shrinks_the_world():
-    v = classify(lost(2), spares_left=0, min_hosts=2)
+    v = classify(lost(2), spares_left=0, min_nodes=2)
     assert (v.outcome, v.retry, v.exclude) == ("shrink", True, ("n2",))
     assert "3 host(s) instead of 4" in v.reason and "--min-nodes 2" in v.reason
     assert any(name == "exhausted" for name, _ in v.rejected)
@@ -45,7 +45,7 @@ def test_with_min_nodes_a_bad_host_with_no_spare_shrinks_the_world():
 def test_below_min_nodes_it_stops_naming_every_host_lost_and_why():
     facts = AttemptFacts(attempt=2, status=1, hosts=("n0", "n3"), rank_hosts={0: "n0", 1: "n3"},
                          records=[rec(0, "lost_peer", missing_ranks=[1])])
-    v = classify(facts, spares_left=0, min_hosts=2,
+    v = classify(facts, spares_left=0, min_nodes=2,
                  lost_before={"n1": "attempt 0: rank 0 lost rank 1", "n2": "attempt 1: rank 0 lost rank 2"})
     assert (v.outcome, v.retry, v.exclude) == ("exhausted", False, ("n3",))
     assert "fewer than --min-nodes 2" in v.reason
@@ -54,7 +54,7 @@ def test_below_min_nodes_it_stops_naming_every_host_lost_and_why():
 
 
 def test_a_spare_is_used_before_the_world_shrinks():
-    v = classify(lost(1), spares_left=1, min_hosts=2)
+    v = classify(lost(1), spares_left=1, min_nodes=2)
     assert v.outcome == "bad_host"
     pool, swaps, dropped = HostPool(active=HOSTS, spares=("s0",)).shrink(["n1", "n3"], 2)
     assert swaps == (("n1", "s0"),) and dropped == ("n3",)
@@ -215,3 +215,19 @@ def test_without_readmit_an_excluded_host_is_not_taken_again_and_below_k_it_stop
     for host, when in (("h1", "attempt 0"), ("h2", "attempt 1"), ("h0", "launcher")):
         assert f"{host} ({when}" in stop[0], stop[0]
     assert "ezpz launch: first cause: attempt 0: bad_host: bad host(s) h1" in proc.stderr
+
+
+def test_one_name_from_flag_to_field() -> None:
+    """Every supervision option is the parsed flag of the same name (``--min-nodes`` -> ``min_nodes``), read as is."""
+    import attrs
+
+    from ezpz.cli import build_parser
+    from ezpz.launch_drivers.supervisor import SupervisionOptions
+
+    args = build_parser().parse_args(["launch", "--auto-retry", "--min-nodes", "2", "--readmit", "--timeout", "7",
+                                      "--", "true"])
+    options = SupervisionOptions.from_args(args)
+    assert options.min_nodes == 2 and options.readmit and options.timeout_s == 7.0 and options.auto_retry
+    defaults = SupervisionOptions.from_args(build_parser().parse_args(["launch", "--", "true"]))
+    for field in attrs.fields(SupervisionOptions):  # the record's defaults are the parser's
+        assert getattr(defaults, field.name) == field.default, field.name

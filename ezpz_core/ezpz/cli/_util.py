@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-import attrs
-
+from ezpz.primitives.json_values import jsonable
 from ezpz.primitives.redact import REDACTED, is_secret, redacted_names
 from ezpz.primitives.redact import scrub as _scrub
 
@@ -38,19 +36,6 @@ def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
 def scrub(text: str, environ: Mapping[str, str]) -> str:
     """Remove secrets from ``text`` (see :mod:`ezpz.primitives.redact`): values, URL user-info, secret query parameters."""
     return _scrub(text, environ)
-
-
-def jsonable(value: Any) -> Any:
-    """attrs records, mappings and sequences as plain JSON types (anything else as ``str``)."""
-    if attrs.has(type(value)):
-        return {f.name: jsonable(getattr(value, f.name)) for f in attrs.fields(type(value)) if f.eq or f.repr}
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    return str(value)
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None, indent: str = "  ") -> Iterable[str]:

@@ -26,11 +26,12 @@ from typing import Any
 
 from ezpz.cli._util import err
 from ezpz.cli.device_slots import planned_device_slots
-from ezpz.cli.supervise import AUTO_RETRY_TIMEOUT_S, BACKOFF_CAP_S, new_launch_id, supervise
+from ezpz.cli.supervise import supervise
 from ezpz.errors import ConfigError
 from ezpz.launch_drivers import LaunchPlan, prepare
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
 from ezpz.launch_drivers.run import run as run_command
+from ezpz.launch_drivers.supervisor import AUTO_RETRY_TIMEOUT_S, BACKOFF_CAP_S, new_launch_id
 from ezpz.inputs.settings import seconds_in_range
 
 __all__ = ["GRACE_RANGE_S", "add_launch_flags", "add_parser", "add_supervision_flags", "describe", "execute", "run",
@@ -169,15 +170,15 @@ def run(args: argparse.Namespace) -> int:
     if args.replace_stragglers is not None and not args.auto_retry:
         raise ConfigError(name="--replace-stragglers", value=args.replace_stragglers, expected="used with --auto-retry",
                           fix="add --auto-retry (it knows the spares a straggler's host is replaced by)")
-    if getattr(args, "min_nodes", None) is not None and args.min_nodes < 1:
+    if args.min_nodes is not None and args.min_nodes < 1:
         raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="a whole number of hosts, 1 or more",
                           fix="pass --min-nodes K with K the fewest hosts the job may go on with, e.g. half the active "
                               "hosts")
-    if getattr(args, "min_nodes", None) is not None and not args.auto_retry:
+    if args.min_nodes is not None and not args.auto_retry:
         raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="used with --auto-retry",
                           fix="add --auto-retry (it excludes the bad hosts the job then goes on without), or drop "
                               "--min-nodes")
-    if getattr(args, "readmit", False) and not args.auto_retry:
+    if args.readmit and not args.auto_retry:
         raise ConfigError(name="--readmit", value=True, expected="used with --auto-retry",
                           fix="add --auto-retry (only it excludes hosts), or drop --readmit")
     if (args.nhosts is not None or args.spare_nodes is not None) and not args.auto_retry:

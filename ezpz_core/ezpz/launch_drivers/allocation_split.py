@@ -35,19 +35,19 @@ class HostPool:
         active = tuple(mapping.get(h, h) for h in self.active)
         return HostPool(active=active, spares=spares, excluded=(*self.excluded, *bad)), swaps
 
-    def shrink(self, bad: Sequence[str], min_active: int
+    def shrink(self, bad: Sequence[str], min_nodes: int
                ) -> tuple[HostPool, tuple[tuple[str, str], ...], tuple[str, ...]]:
         """Replace bad active hosts by spares while any are left, then drop the rest: ``(pool, swaps, dropped)``.
 
         The hosts kept stay in their order (ranks are renumbered over them). ValueError if fewer than
-        ``min_active`` hosts would be left.
+        ``min_nodes`` hosts would be left.
         """
         bad = [h for h in dict.fromkeys(bad) if h in self.active]
         swapped, dropped = bad[:len(self.spares)], tuple(bad[len(self.spares):])
         pool, swaps = self.swap(swapped)
         active = tuple(h for h in pool.active if h not in dropped)
-        if len(active) < min_active:
-            raise ValueError(f"{len(active)} host(s) would be left, fewer than {min_active}")
+        if len(active) < min_nodes:
+            raise ValueError(f"{len(active)} host(s) would be left, fewer than {min_nodes}")
         return HostPool(active=active, spares=pool.spares, excluded=(*pool.excluded, *dropped)), swaps, dropped
 
     def readmit(self, sat_out: Sequence[str]) -> HostPool:

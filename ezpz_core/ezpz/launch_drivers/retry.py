@@ -31,7 +31,7 @@ bad_host              records name hosts (missing ranks, a hang roll call), or t
                       all vanished while every other host wrote a record,
                       or (no records) a log signature; enough spares left
 shrink                bad hosts named, too few spares, and with             exclude, swap in the spares
-                      ``--min-nodes K`` (``min_hosts``) K or more healthy   left, run on fewer hosts
+                      ``--min-nodes K`` (``min_nodes``) K or more healthy   left, run on fewer hosts
                       hosts remain
 exhausted             bad hosts named, too few spares (and below K)         stop, naming every host lost
 walltime              status 143 (SIGTERM from the scheduler), no evidence  stop
@@ -307,12 +307,12 @@ def same_hosts_cannot_succeed(facts: AttemptFacts) -> Verdict | None:
 
 
 def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | None = None,
-             attempts_left: int | None = None, min_hosts: int | None = None,
+             attempts_left: int | None = None, min_nodes: int | None = None,
              lost_before: Mapping[str, str] | None = None) -> Verdict:
     """The verdict on one attempt (see the module's termination matrix). Pure: no I/O.
 
-    ``min_hosts`` is ``--min-nodes`` (None: never run on fewer hosts); ``lost_before`` the hosts excluded by earlier
-    attempts with why, named when the job stops below ``min_hosts``.
+    ``min_nodes`` is ``--min-nodes`` (None: never run on fewer hosts); ``lost_before`` the hosts excluded by earlier
+    attempts with why, named when the job stops below ``min_nodes``.
     """
     rejected: list[tuple[str, str]] = []
     if facts.status == 0 and not facts.timed_out:
@@ -348,15 +348,15 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
         evidence = tuple(e for h in hosts for e in blamed[h])
         if len(hosts) > spares_left:
             left = len([h for h in facts.hosts if h not in hosts]) + spares_left
-            if min_hosts is not None and left >= min_hosts:
+            if min_nodes is not None and left >= min_nodes:
                 return Verdict(outcome="shrink", retry=True, exclude=hosts, evidence=evidence, rejected=[
-                    *rejected, ("exhausted", f"{left} healthy host(s) remain, at least --min-nodes {min_hosts}")],
+                    *rejected, ("exhausted", f"{left} healthy host(s) remain, at least --min-nodes {min_nodes}")],
                     reason=f"bad host(s) {', '.join(hosts)}, {spares_left} spare(s) left: the job goes on with "
-                           f"{left} host(s) instead of {len(facts.hosts)} (--min-nodes {min_hosts}), from its last "
+                           f"{left} host(s) instead of {len(facts.hosts)} (--min-nodes {min_nodes}), from its last "
                            f"complete checkpoint")
             lost = {**(lost_before or {}), **{h: blamed[h][0] for h in hosts}}
-            below = (f"; {left} healthy host(s) would be left, fewer than --min-nodes {min_hosts}; hosts lost: "
-                     + "; ".join(f"{h} ({why})" for h, why in lost.items())) if min_hosts is not None else ""
+            below = (f"; {left} healthy host(s) would be left, fewer than --min-nodes {min_nodes}; hosts lost: "
+                     + "; ".join(f"{h} ({why})" for h, why in lost.items())) if min_nodes is not None else ""
             return Verdict(outcome="exhausted", retry=False, exclude=hosts, evidence=evidence, rejected=rejected,
                            reason=f"bad host(s) {', '.join(hosts)} but only {spares_left} spare(s) left{below}")
         return Verdict(outcome="bad_host", retry=True, exclude=hosts, evidence=evidence, rejected=rejected,
