@@ -6,6 +6,7 @@ import json
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from conftest import clean_env, run_python
 
@@ -23,7 +24,7 @@ def _module(entry: str) -> str:
     return "ezpz." + entry.removesuffix(".py")
 
 
-def _contract() -> dict[str, list[str]]:
+def _contract() -> dict[str, Any]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     return next(c for c in config["tool"]["importlinter"]["contracts"] if c["name"] == CONTRACT)
 

@@ -13,8 +13,9 @@ __all__ = ["jsonable"]
 def jsonable(value: object) -> Any:
     """``value`` as plain JSON types: an attrs record's compared or shown fields, mappings, sequences (anything else
     as ``str``)."""
-    if attrs.has(type(value)):
-        return {f.name: jsonable(getattr(value, f.name)) for f in attrs.fields(type(value)) if f.eq or f.repr}
+    kind = type(value)
+    if attrs.has(kind):
+        return {f.name: jsonable(getattr(value, f.name)) for f in attrs.fields(kind) if f.eq or f.repr}
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, Mapping):

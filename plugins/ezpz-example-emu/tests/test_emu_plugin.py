@@ -105,3 +105,24 @@ def test_answers_cuda_questions_for_emu_only():
     assert answers.missing_reduce_ops == ("AVG",) and "emuccl reduces through gloo" in answers.reason
     cpu = make_plan(make_host(plugin), environ={}, build=recorded_build("cpu"))
     assert plugin.ezpz_cuda_answers(cpu.device.candidate, cpu.build, cpu.backend.name) is None
+
+
+def test_swap_mode_is_on_for_the_run_and_off_again_after_its_undo():
+    """ezpz_before_init turns torch's swap-module-params mode on; the action's undo (run by teardown()) turns it off,
+    and a mode the process had on already is left on."""
+    import torch
+
+    plan = make_plan(make_host(plugin), environ=ASKED, build=recorded_build("cpu"))
+    flag = torch.__future__
+    was = flag.get_swap_module_params_on_conversion()  # another test in this process may have called the hook
+    flag.set_swap_module_params_on_conversion(False)
+    try:
+        action = plugin.ezpz_before_init(plan)
+        assert flag.get_swap_module_params_on_conversion() and "until teardown()" in action.reason
+        action.undo()
+        assert not flag.get_swap_module_params_on_conversion()
+        flag.set_swap_module_params_on_conversion(True)  # someone else's: not emu's to undo
+        again = plugin.ezpz_before_init(plan)
+        assert again.undo is None and flag.get_swap_module_params_on_conversion()
+    finally:
+        flag.set_swap_module_params_on_conversion(was)
