@@ -38,6 +38,7 @@ from typing import IO
 
 from attrs import field
 
+from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.base import Command
 from ezpz.launch_drivers.marked import marked_processes
@@ -67,7 +68,7 @@ class AttemptResult:
     idle_s: float = 0.0
     wall_s: float = 0.0
     progress: bool = False
-    alive_ranks: tuple[int, ...] = field(default=(), converter=tuple)
+    alive_ranks: tuple[int, ...] = field(default=(), converter=as_tuple)
     """Ranks (on this host) still running when the watchdog fired: the silent ones."""
     ended_after_failure: bool = False
     """The launcher was still running ``failure_grace_s`` after the first failure record, and was ended."""
