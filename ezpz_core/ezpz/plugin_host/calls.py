@@ -150,7 +150,7 @@ class Hooks:
         return self._first("ezpz_step_boundary", {"device": device, "build": build})
 
     def mesh_support(self, device: DeviceCandidate, build: TorchBuild,
-                     backend: BackendChoice) -> tuple[str, MeshSupport] | None:
+                     backend: str) -> tuple[str, MeshSupport] | None:
         return self._first("ezpz_mesh_support", {"device": device, "build": build, "backend": backend})
 
     def before_init(self, plan: SetupPlan) -> list[tuple[str, LifecycleAction]]:
