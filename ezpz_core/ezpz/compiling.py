@@ -41,7 +41,7 @@ ALWAYS_AVAILABLE: Mapping[str, str] = {
 }
 
 
-def _explained(instance: object, attribute: attr.Attribute, value: str) -> None:
+def _explained(instance: object, attribute: attr.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
 

@@ -201,10 +201,10 @@ def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missi
            step: int | None = None, budget: str = "", at: float | None = None) -> FailureRecord:
     from ezpz.failures.record import FailureRecord, write_failure
 
+    when: dict[str, Any] = {"time": at} if at is not None else {}
     record = FailureRecord(rank=cap.rank, host=cap.host, attempt=cap.attempt, kind=found.kind,
                            first_line=found.first_line, missing_ranks=missing_ranks, missing_hosts=missing_hosts,
-                           exception_type=found.exception_type, step=step, budget=budget,
-                           **({"time": at} if at is not None else {}))
+                           exception_type=found.exception_type, step=step, budget=budget, **when)
     where = None
     if not cap.done:
         cap.kind = record.kind

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,14 @@ def _line(value: object) -> str:
     return scrub(text[0] if text else "")[:_MAX_LINE]
 
 
+def _sorted_ranks(value: Iterable[Any]) -> tuple[int, ...]:
+    return tuple(sorted(int(r) for r in value))
+
+
+def _sorted_hosts(value: Iterable[Any]) -> tuple[str, ...]:
+    return tuple(sorted({str(h) for h in value}))
+
+
 @frozen(kw_only=True)
 class FailureRecord:
     """What one rank knew when it ended abnormally. ``first_line`` is scrubbed of secrets (:mod:`ezpz.primitives.redact`)."""
@@ -62,8 +70,8 @@ class FailureRecord:
     attempt: int = field(validator=_non_negative)
     kind: str = field(validator=_kind)
     first_line: str = field(converter=_line)
-    missing_ranks: tuple[int, ...] = field(default=(), converter=lambda v: tuple(sorted(int(r) for r in v)))
-    missing_hosts: tuple[str, ...] = field(default=(), converter=lambda v: tuple(sorted({str(h) for h in v})))
+    missing_ranks: tuple[int, ...] = field(default=(), converter=_sorted_ranks)
+    missing_hosts: tuple[str, ...] = field(default=(), converter=_sorted_hosts)
     exception_type: str = ""
     step: int | None = None
     """The training step (``rt.step()`` count + 1) the rank was in, when known (``hang``, ``preempted``)."""

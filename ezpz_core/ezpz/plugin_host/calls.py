@@ -73,7 +73,7 @@ class Hooks:
         """Quarantine the stuck plugin (its thread is abandoned) and build the error that names it."""
         name, hook = stuck.call.plugin, stuck.call.hook
         dist, version = self._dist(name)
-        facts = {"plugin": name, "distribution": dist, "version": version, "hook": hook, "timeout_s": stuck.timeout_s}
+        facts: dict[str, Any] = {"plugin": name, "distribution": dist, "version": version, "hook": hook, "timeout_s": stuck.timeout_s}
         try:
             self.host.quarantine(name, PluginTimeoutError(**facts, where=stuck.where), stage=f"hook {hook}")
         except PluginError:  # strict mode: the timeout itself is the error to raise

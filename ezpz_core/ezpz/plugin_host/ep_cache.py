@@ -164,7 +164,8 @@ def _scan(groups: Sequence[str]) -> tuple[dict[str, list[importlib.metadata.Entr
     found = {g: list(every.select(group=g)) for g in groups}
     dirs: list[str] = []
     for ep in (ep for g in groups for ep in found[g]):
-        d = _meta_dir(ep.dist) if getattr(ep, "dist", None) is not None else None
+        owner = getattr(ep, "dist", None)
+        d = _meta_dir(owner) if owner is not None else None
         if d is None:
             return found, None
         if d not in dirs:
@@ -239,7 +240,7 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
                     _status = "hit"
                     return list(found[group])
         _status = f"miss: {why}"
-    before = [[entry, stamp, _holds_metadata(entry)] for entry, stamp in _stamps(path)]
+    before = [[entry, stamp, _holds_metadata(str(entry))] for entry, stamp in _stamps(path)]
     found, dirs = _scan(groups)
     if where is not None:
         now = time.time_ns()

@@ -162,10 +162,9 @@ def fsdp2() -> Any | None:
     """
     import importlib
 
-    for find in (lambda: importlib.import_module("torch.distributed.fsdp"),
-                 lambda: importlib.import_module("torch.distributed._composable.fsdp")):
+    for name in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
         try:
-            module = find()
+            module = importlib.import_module(name)
         except ImportError:
             continue
         if hasattr(module, "fully_shard") and hasattr(module, "MixedPrecisionPolicy"):

@@ -41,7 +41,8 @@ class _Range:
 
     def __init__(self, name: str, push: Any, pop: Any, watch: StragglerWatch | None = None,
                  marker: StepMarker | None = None) -> None:
-        self._name, self._push, self._pop, self._record, self._watch = name, push, pop, None, watch
+        self._name, self._push, self._pop, self._watch = name, push, pop, watch
+        self._record: Any = None  # a torch.autograd.profiler.record_function while open
         self._marker = marker
 
     def __enter__(self) -> _Range:
