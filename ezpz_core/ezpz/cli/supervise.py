@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ezpz.cli._util import err, jsonable
 from ezpz.errors import ConfigError
@@ -41,6 +42,11 @@ from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classif
 from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
 from ezpz.launch_drivers.straggler_report import ReportFollower, summary_lines
 from ezpz.steps.straggler_exchange import REPORT_NAME
+
+if TYPE_CHECKING:
+    from ezpz.failures.record import FailureRecord
+    from ezpz.failures.signatures import FailureSignature
+    from ezpz.launch_drivers.base import DeviceSlots
 
 __all__ = ["AUTO_RETRY_TIMEOUT_S", "BACKOFF_CAP_S", "default_job_dir", "new_launch_id", "supervise"]
 
@@ -63,7 +69,12 @@ def default_job_dir(launch_id: str, cwd: str | None = None) -> Path:
     return Path(cwd or os.getcwd()) / "ezpz-jobs" / launch_id
 
 
-def _signatures() -> list:
+def _attempt_say(k: int) -> Callable[[str], None]:
+    """Print a straggler-report line as attempt ``k``'s."""
+    return lambda line: err(f"{P}: attempt {k}: {line}")
+
+
+def _signatures() -> list[FailureSignature]:
     try:
         from ezpz.hooks import get_plugin_host
         from ezpz.plugin_host.calls import Hooks
@@ -109,7 +120,7 @@ def _allocation_hosts(args: argparse.Namespace, environ: Mapping[str, str]) -> t
     return alloc.hosts, alloc.source
 
 
-def _say_timeout(result: AttemptResult, records: list, rank_hosts: Mapping[int, str], timeout_s: float) -> None:
+def _say_timeout(result: AttemptResult, records: list[FailureRecord], rank_hosts: Mapping[int, str], timeout_s: float) -> None:
     err(f"{P}: attempt {result.attempt}: no output for {result.idle_s:.0f} s (--timeout {timeout_s:g}): "
         f"job ended, exit 124")
     if result.alive_ranks:
@@ -146,7 +157,7 @@ def _say_stragglers(follower: ReportFollower, job_dir: Path, k: int) -> None:
 
 
 def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str, str],
-              devices: Callable, describe: Callable[[LaunchPlan], None]) -> int:
+              devices: Callable[[], DeviceSlots], describe: Callable[[LaunchPlan], None]) -> int:
     """Run ``command`` in attempts (see the module docstring); the last attempt's status (128 + N if signal N
     interrupted it: 130 for Ctrl-C, 143 for the scheduler's SIGTERM)."""
     launch_id = new_launch_id()
@@ -222,7 +233,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             active = plan.layout.allocation.hosts[: plan.layout.nodes]
             names_host = (lambda: bool(records_name_hosts(read_failures_verbose(fdir)[0], rank_hosts, active))
                           ) if pool is not None else None
-            follower = ReportFollower(fdir / REPORT_NAME, lambda line, k=k: err(f"{P}: attempt {k}: {line}"),
+            follower = ReportFollower(fdir / REPORT_NAME, _attempt_say(k),
                                       replace_after=getattr(args, "replace_stragglers", None) if pool and k < limit else None,
                                       rank_hosts=rank_hosts, spares_left=len(pool.spares) if pool else 0)
             try:
@@ -303,8 +314,8 @@ def _say_first_cause(first_cause: str | None, k: int) -> None:
         err(f"{P}: first cause: {first_cause}")
 
 
-def _judge(args: argparse.Namespace, result: AttemptResult, records: list, rank_hosts: dict[int, str],
-           plan: LaunchPlan, pool: HostPool | None, signatures: list, prior_progress: bool | None, k: int,
+def _judge(args: argparse.Namespace, result: AttemptResult, records: list[FailureRecord], rank_hosts: dict[int, str],
+           plan: LaunchPlan, pool: HostPool | None, signatures: list[FailureSignature], prior_progress: bool | None, k: int,
            limit: int, lost: dict[str, str] | None = None) -> Verdict:
     if pool is None:  # --retries: a failure runs again on the same hosts, up to the limit, unless it cannot succeed
         if result.status == 0:

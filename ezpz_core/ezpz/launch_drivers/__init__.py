@@ -57,7 +57,8 @@ def prepare(
         raise ConfigError(name="command", value="", expected="the command to launch",
                           fix="put it after --, e.g. ezpz launch -n 2 -- python train.py")
     if launcher:
-        driver, passed = load(launcher), ()
+        passed: tuple[tuple[str, str], ...] = ()
+        driver = load(launcher)
         reason = f"--launcher {launcher}"
         found = driver.match(env)
         reason += f" ({found.reason})" if found.applies else f" (though: {found.reason})"

@@ -214,7 +214,8 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         pump = _Pump(read_fd, sink, log)
         pump.start()
         interrupts.group = proc.pid
-        timed_out, idle, alive, after_failure, on_named, by_watch = False, 0.0, (), False, False, False
+        alive: tuple[int, ...] = ()
+        timed_out, idle, after_failure, on_named, by_watch = False, 0.0, False, False, False
         first_record: float | None = None
         named_at: float | None = None
         next_look = next_watch = 0.0

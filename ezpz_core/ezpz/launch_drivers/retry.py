@@ -207,12 +207,12 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     if origin is not None:
         blamed.setdefault(origin.host, []).append(f"launcher: {origin.reason}: {origin.line!r}")
     if peers and facts.rank_hosts and not blamed:  # hosts whose every rank vanished without a word while peers lost them
-        silent = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
-        if len(silent) > 1:
-            set_aside.append(("vanished", f"hosts {', '.join(silent)} all left no record: too many to tell which "
+        silent_hosts = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
+        if len(silent_hosts) > 1:
+            set_aside.append(("vanished", f"hosts {', '.join(silent_hosts)} all left no record: too many to tell which "
                                           f"went away and which the launcher killed"))
-        elif silent and len(silent) < len(facts.hosts):
-            for h in silent:
+        elif silent_hosts and len(silent_hosts) < len(facts.hosts):
+            for h in silent_hosts:
                 ranks = sorted(k for k, v in facts.rank_hosts.items() if v == h)
                 blamed.setdefault(h, []).append(
                     f"every rank on host {h} ({', '.join(map(str, ranks))}) vanished without a record "

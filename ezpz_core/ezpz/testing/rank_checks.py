@@ -245,7 +245,7 @@ def ddp_step(rt: Runtime, scratch: str) -> str:
     assert torch.equal(mine.cpu(), first.cpu()), "after one DDP step the parameters differ between ranks"
     ref = _model(rt)  # the same step on one process: the mean of the per-rank losses over every rank's batch
     batches = [_batch(rt, 0, r) for r in range(rt.world_size)]
-    loss = sum(torch.nn.functional.mse_loss(ref(x), y) for x, y in batches) / rt.world_size
+    loss: Any = sum(torch.nn.functional.mse_loss(ref(x), y) for x, y in batches) / rt.world_size
     loss.backward()
     torch.optim.SGD(ref.parameters(), lr=0.1).step()
     want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()])
