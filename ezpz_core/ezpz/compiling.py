@@ -9,8 +9,8 @@ calls :func:`compile_model`. Nothing here imports torch at module level.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import attr
 from attr import field
@@ -33,6 +33,9 @@ __all__ = [
     "parse_compile_request",
     "triton_installed",
 ]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: Need nothing from the device: ``eager`` only traces with TorchDynamo, ``none`` skips compiling.
 ALWAYS_AVAILABLE: Mapping[str, str] = {
@@ -154,7 +157,7 @@ def apply_compile_request(policy: CompilePolicy, requested: str, *, device: str,
     )
 
 
-def compile_model(model: Any, policy: CompilePolicy, **overrides: Any) -> Any:
+def compile_model(model: Callable[_P, _R], policy: CompilePolicy, **overrides: Any) -> Callable[_P, _R]:
     """``torch.compile(model, backend=..., mode=..., options=...)`` per ``policy``; keyword overrides win.
 
     Returns ``model`` unchanged when the policy's backend is ``none`` and no
