@@ -10,11 +10,17 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.cuda_compat.scope import Scope
 from ezpz.primitives.markers import hookimpl
+
+if TYPE_CHECKING:
+    from ezpz.cuda_answers import CudaAnswers
+    from ezpz.decisions import LifecycleAction, SetupPlan
+    from ezpz.facts import LaunchEnv
 
 __all__ = ["Session", "run_script"]
 
@@ -22,7 +28,7 @@ __all__ = ["Session", "run_script"]
 INSTALLERS = ("tensors", "facade", "amp", "distributed", "loading", "optimizers", "profiler", "unsupported")
 
 
-def installers_for(answers: Any) -> tuple[str, ...]:
+def installers_for(answers: CudaAnswers) -> tuple[str, ...]:
     """The redirections to put in place for the device's answers: none where ``torch.cuda`` drives it already."""
     return INSTALLERS if answers.redirect else ()
 
@@ -34,7 +40,7 @@ class _ModeRecord:
         self.script, self.root = script, root
 
     @hookimpl
-    def ezpz_before_init(self, plan: Any) -> Any:
+    def ezpz_before_init(self, plan: SetupPlan) -> LifecycleAction:
         from ezpz.decisions import LifecycleAction
 
         return LifecycleAction(reason=(
@@ -43,7 +49,7 @@ class _ModeRecord:
             "policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to the mode's report"))
 
 
-def torchrun_variables(launch: Any, environ: Any) -> dict[str, str]:
+def torchrun_variables(launch: LaunchEnv, environ: Mapping[str, str]) -> dict[str, str]:
     """The torchrun variables a CUDA script reads (``RANK``, ``LOCAL_RANK`` ...) that its launcher did not set.
 
     Scripts written for CUDA are mostly written for torchrun: they decide "is this DDP?" from ``RANK`` and
