@@ -23,6 +23,7 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from ezpz.primitives import logger as _log
 
@@ -33,6 +34,7 @@ log = _log.get_logger("ezpz.bookkeeping")
 _lock = threading.Lock()
 _decided: dict[str, Path | None] = {}
 _failed_writes: set[str] = set()
+_said: set[str] = set()  # the groups already warned about
 
 
 def _uid() -> int | None:
@@ -45,7 +47,7 @@ def fallback_root(*, create: bool = True) -> tuple[Path | None, str]:
     try:
         base = tempfile.gettempdir()
     except OSError as err:  # tempfile found no directory it could write: TMPDIR, /tmp, /var/tmp, cwd
-        return None, f"no writable temporary directory ({err.strerror or err})"
+        return None, str(err.strerror or err)  # "No usable temporary directory found in [...]"
     uid = _uid()
     root = Path(base) / f"ezpz-{uid if uid is not None else os.environ.get('USERNAME', 'user')}"
     if create:
@@ -84,10 +86,10 @@ def fallback_of(configured: str | os.PathLike[str]) -> Path | None:
     return _mirror(root, Path(configured)) if root is not None else None
 
 
-def _writable(directory: Path) -> str:
+def _writable(directory: Path, mode: int = 0o777) -> str:
     """Create ``directory`` and one file in it; ``""``, or why not (the system's reason: read-only, no permission)."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=mode, parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".ezpz-probe-", dir=directory)
         os.close(fd)
         os.unlink(probe)
@@ -96,8 +98,8 @@ def _writable(directory: Path) -> str:
     return ""
 
 
-def _decide(configured: Path, what: str, fix: str) -> Path | None:
-    why = _writable(configured)
+def _decide(configured: Path, what: str, fix: str, mode: int, group: str) -> Path | None:
+    why = _writable(configured, mode)
     if not why:
         return configured
     root, root_why = fallback_root()
@@ -111,28 +113,39 @@ def _decide(configured: Path, what: str, fix: str) -> Path | None:
         else:
             instead_why = _writable(instead)
             if not instead_why:
-                log.warning("ezpz_files_redirected", what=what, path=str(configured), reason=why,
+                _say(group)("ezpz_files_redirected", what=what, path=str(configured), reason=why,
                             instead=str(instead), **({"fix": fix} if fix else {}))
                 return instead
             instead_why = f"{instead}: {instead_why}"
-    log.warning("ezpz_files_dropped", what=what, path=str(configured), reason=why,
+    _say(group)("ezpz_files_dropped", what=what, path=str(configured), reason=why,
                 instead=f"nowhere: the fallback failed too ({instead_why}); the run goes on without them",
                 **({"fix": fix} if fix else {}))
     return None
 
 
-def usable_dir(configured: str | os.PathLike[str], *, what: str, fix: str = "") -> Path | None:
+def _say(group: str) -> Any:
+    """``log.warning`` the first time for ``group`` (``""``: no group, always), ``log.info`` after."""
+    if not group or group not in _said:
+        _said.add(group)
+        return log.warning
+    return log.info
+
+
+def usable_dir(configured: str | os.PathLike[str], *, what: str, fix: str = "", mode: int = 0o777,
+               group: str = "") -> Path | None:
     """The directory to write ``what`` (e.g. ``"CUDA-compat report"``) into instead of ``configured``: itself,
     its fallback, or None (nothing writable). Decided, and said, once per process and directory; never raises.
 
-    ``fix`` goes into the warning: how to choose another place (``"set EZPZ_CUDA_COMPAT_DIR ..."``).
+    ``fix`` goes into the warning: how to choose another place (``"set EZPZ_CUDA_COMPAT_DIR ..."``); ``mode``:
+    of the configured directory when it is created (the fallback is always 0700); ``group``: directories of one
+    kind (``"cache"``) warned about once together, the others at info level.
     """
     key = os.path.abspath(configured)
     with _lock:
         if key in _decided:
             return _decided[key]
         try:
-            chosen = _decide(Path(key), what, fix)
+            chosen = _decide(Path(key), what, fix, mode, group)
         except Exception as err:  # a bug or an odd platform here must not end the user's run
             log.warning("ezpz_files_dropped", what=what, path=key, reason=f"{type(err).__name__}: {err}",
                         instead="nowhere; the run goes on without them")
@@ -158,3 +171,4 @@ def forget() -> None:
     with _lock:
         _decided.clear()
         _failed_writes.clear()
+        _said.clear()
