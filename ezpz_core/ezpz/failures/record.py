@@ -1,9 +1,10 @@
 """One rank's failure record: a small JSON file ``<dir>/rank-<rank>.json``, written atomically.
 
 The directory is ``EZPZ_FAILURE_DIR`` (set per attempt by ``ezpz launch``; a
-user can set it too), else its per-user fallback when it cannot be written. Readers treat every file as hostile: a file that is too
-large, not JSON, or has a missing or ill-typed field is skipped with a reason,
-never raised.
+user can set it too), else its per-user fallback when it cannot be written
+(:mod:`ezpz.primitives.bookkeeping_dir`). Readers treat every file as hostile:
+a file that is too large, not JSON, or has a missing or ill-typed field is
+skipped with a reason, never raised.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Where ezpz writes its own files (reports, records, verdicts, caches): the configured place, else a per-user
-temporary directory, else nowhere; said once, never raised.
+"""Where ezpz writes its own files: the configured place, else a per-user temporary directory, else nowhere; said once.
 
 Every file ezpz writes for itself, as opposed to what the user's script writes, goes through
 :func:`usable_dir`. The order:
@@ -22,8 +21,8 @@ import os
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ezpz.primitives import logger as _log
 
@@ -123,7 +122,7 @@ def _decide(configured: Path, what: str, fix: str, mode: int, group: str) -> Pat
     return None
 
 
-def _say(group: str) -> Any:
+def _say(group: str) -> Callable[..., None]:
     """``log.warning`` the first time for ``group`` (``""``: no group, always), ``log.info`` after."""
     if not group or group not in _said:
         _said.add(group)

@@ -5,9 +5,9 @@ build files' contents: the light one (the small report ``ezpz launch``
 follows) and the heavy one (the history, turned from tensors into JSON), and
 returns at once. A daemon thread writes each file atomically (a temporary file
 beside it, then a rename), into the folder or, where it cannot be written, its
-per-user fallback (:mod:`ezpz.primitives.bookkeeping_dir`: one warning says where). If the thread is still busy when the next report
-comes, the waiting one is replaced: a slow disk costs reports on disk, never
-steps.
+per-user fallback (:mod:`ezpz.primitives.bookkeeping_dir`: one warning says
+where). If the thread is still busy when the next report comes, the waiting
+one is replaced: a slow disk costs reports on disk, never steps.
 
 The heavy file is written at most :data:`DUTY` of the time: after a write that
 took ``w`` seconds the next waits ``w / DUTY``. The writer shares the
