@@ -63,6 +63,8 @@ def _run(argv: list[str], *, cwd: Path, read_only: list[Path], timeout: float = 
     shell = "set -e; " + _mounts(read_only) + f'cd {shlex.quote(str(cwd))} && exec "$@"'
     full = clean_env(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", **env)
     full.pop("XDG_CACHE_HOME", None)  # the cache goes under the read-only HOME
+    if "TMPDIR" in env:  # tempfile reads TEMP and TMP too: one temporary directory, the one given
+        full["TEMP"] = full["TMP"] = env["TMPDIR"]
     return subprocess.run(["unshare", "-m", "sh", "-c", shell, "sh", *argv], env=full, capture_output=True,
                           text=True, timeout=timeout)
 
