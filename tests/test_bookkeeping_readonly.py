@@ -172,3 +172,24 @@ def test_the_straggler_report_moves_to_the_fallback_with_one_warning(node):
     report = json.loads((Path(instead) / "stragglers.json").read_text())
     assert report["report"]["step"] == 75 and [s["rank"] for s in report["report"]["stragglers"]] == [2], report
     assert (Path(instead) / "stragglers-history.json").is_file() and not failures.exists()
+
+
+def test_ezpz_launch_with_no_usable_job_directory_runs_the_job_without_one_and_keeps_its_status(tmp_path):
+    """No mount needed: ``--job-dir`` under a regular file cannot be made, and the fallback root is a symlink
+    (refused as hostile), so nothing is writable for ezpz; the job runs and ends as it would have."""
+    need_tool("torchrun")
+    blocker, tmp, elsewhere = tmp_path / "file", tmp_path / "tmp", tmp_path / "elsewhere"
+    blocker.write_text("")
+    tmp.mkdir()
+    elsewhere.mkdir()
+    (tmp / f"ezpz-{os.getuid()}").symlink_to(elsewhere)
+    proc = subprocess.run([PY, "-m", "ezpz", "launch", "-n", "1", "--timeout", "60", "--job-dir", str(blocker / "job"),
+                           "--", PY, "-c", "print('JOB RAN', flush=True); raise SystemExit(3)"],
+                          env=clean_env(OMP_NUM_THREADS="1", TMPDIR=str(tmp), TEMP=str(tmp), TMP=str(tmp)),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # torchrun's status for a rank that exited non-zero
+    assert "JOB RAN" in proc.stdout, proc.stdout
+    event, instead = _one_about(proc.stderr, blocker / "job")
+    assert event == "ezpz_files_dropped" and "symbolic link" in instead, proc.stderr
+    assert "no job directory" in proc.stderr and "OSError" not in proc.stderr
+    assert list(elsewhere.iterdir()) == []

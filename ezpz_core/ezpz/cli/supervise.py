@@ -206,8 +206,10 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
         while True:
             adir = (job_dir if job_dir is not None else wanted_dir) / f"attempt-{k}"
             fdir = adir / "failures"
-            env = {**environ, MARKER: launch_id, LAUNCHER_PID_VAR: str(os.getpid()), "EZPZ_ATTEMPT": str(k)}
-            if job_dir is not None and _made(fdir):
+            kept = job_dir is not None and _made(fdir)  # the attempt's folder exists: logs, records, verdict
+            env = {**{n: v for n, v in environ.items() if n != "EZPZ_FAILURE_DIR"}, MARKER: launch_id,
+                   LAUNCHER_PID_VAR: str(os.getpid()), "EZPZ_ATTEMPT": str(k)}
+            if kept:
                 env["EZPZ_FAILURE_DIR"] = str(fdir)
             hostfile = args.hostfile
             n, ppn = args.n, args.ppn
@@ -244,8 +246,8 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             try:
                 result = run_attempt(plan.command, attempt=k, launch_id=launch_id, environ=env, interrupts=stop,
                                      idle_timeout_s=timeout_s or None, grace_s=args.kill_after,
-                                     log_path=adir / "output.log" if "EZPZ_FAILURE_DIR" in env else None, sink=sink,
-                                     failure_dir=fdir if "EZPZ_FAILURE_DIR" in env else None,
+                                     log_path=adir / "output.log" if kept else None, sink=sink,
+                                     failure_dir=fdir if kept else None,
                                      failure_grace_s=args.failure_grace or None, names_host=names_host,
                                      watch=follower.poll)
             except OSError as error:
@@ -273,7 +275,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             _say_verdict(k, verdict)
             if verdict.outcome != "success" and first_cause is None:
                 first_cause = f"attempt {k}: {verdict.outcome}: {verdict.reason}"
-            if "EZPZ_FAILURE_DIR" in env:  # the attempt's folder exists
+            if kept:
                 _write_verdict(adir / "verdict.json", {
                     "attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
                     "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
@@ -321,7 +323,7 @@ def _made(folder: Path) -> bool:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        bookkeeping_dir.write_failed(folder / "rank-0.json", what="attempt folder", error=error)
+        bookkeeping_dir.write_failed(folder, what="attempt folder", error=error)
         return False
     return True
 
