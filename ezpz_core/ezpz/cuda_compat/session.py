@@ -78,6 +78,7 @@ class Session:
         self.root = Path(project_root).resolve() if project_root else self.script.parent
         self.compat: Any = None
         self.report_path: Path | None = None
+        """Where this rank's report went (its fallback when the configured place is read-only); None: nowhere."""
         self.rank = 0
         self.globals: dict[str, Any] = {}
         self.exported: dict[str, str] = {}  # the script's module globals once it has run (runpy's result)
@@ -110,7 +111,9 @@ class Session:
         self.globals = runpy.run_path(str(self.script), run_name="__main__")
 
     def finish(self) -> dict[str, Any] | None:
-        """Take the redirections out, write this rank's report, tear down; the report's data (None: never started)."""
+        """Take the redirections out, write this rank's report, tear down; the report's data (None: never started).
+
+        The report goes where :func:`~ezpz.cuda_compat.report.write_report` could put it (``report_path``)."""
         c = self.compat
         if c is None:
             return None
@@ -131,9 +134,11 @@ class Session:
             "unsupported": c.unsupported,
             "set_for_the_script": self.exported,
         }
-        self.report_path = report_dir(os.environ, rt.world_size) / f"rank-{rt.rank}.json"
-        data = write_report(self.report_path, header, c.scope.redirected)
-        ezpz.hooks.teardown()
+        try:  # the report never changes how the script ends; write_report says where it went (or why not)
+            data, self.report_path = write_report(report_dir(os.environ, rt.world_size) / f"rank-{rt.rank}.json",
+                                                  header, c.scope.redirected)
+        finally:
+            ezpz.hooks.teardown()
         return data
 
 
