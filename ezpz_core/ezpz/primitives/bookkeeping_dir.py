@@ -126,8 +126,10 @@ def _say(group: str) -> Callable[..., None]:
     """``log.warning`` the first time for ``group`` (``""``: no group, always), ``log.info`` after."""
     if not group or group not in _said:
         _said.add(group)
-        return log.warning
-    return log.info
+        warning: Callable[..., None] = log.warning
+        return warning
+    info: Callable[..., None] = log.info
+    return info
 
 
 def usable_dir(configured: str | os.PathLike[str], *, what: str, fix: str = "", mode: int = 0o777,
