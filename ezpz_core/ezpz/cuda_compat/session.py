@@ -30,8 +30,8 @@ def installers_for(answers: Any) -> tuple[str, ...]:
 class _ModeRecord:
     """The in-process plugin that puts "CUDA-compat mode on" into ``explain()`` (a ``lifecycle`` decision)."""
 
-    def __init__(self, script: Path, root: Path) -> None:
-        self.script, self.root = script, root
+    def __init__(self, script: Path, roots: list[str]) -> None:
+        self.script, self.roots = script, roots
 
     @hookimpl
     def ezpz_before_init(self, plan: Any) -> Any:
@@ -39,8 +39,8 @@ class _ModeRecord:
 
         return LifecycleAction(reason=(
             f"CUDA-compat mode on (python -m ezpz.cuda_compat {self.script.name}): CUDA requests from the files "
-            f"under {self.root} are answered by {plan.device.torch_device} ({plan.backend.name}, {plan.amp.dtype} "
-            "policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to the mode's report"))
+            f"under {', '.join(self.roots)} are answered by {plan.device.torch_device} ({plan.backend.name}, "
+            f"{plan.amp.dtype} policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to the mode's report"))
 
 
 def torchrun_variables(launch: Any, environ: Any) -> dict[str, str]:
@@ -69,7 +69,8 @@ class Session:
             raise ConfigError(name="SCRIPT", value=script, expected="a Python file",
                               fix="python -m ezpz.cuda_compat path/to/train.py [ARGS...]")
         self.argv = list(argv)
-        self.root = Path(project_root).resolve() if project_root else self.script.parent
+        self.project_root = project_root
+        self.roots: list[Any] = []  # roots.Root: every candidate, in or out, with why (set by start())
         self.compat: Any = None
         self.report_path: Path | None = None
         self.rank = 0
@@ -84,15 +85,22 @@ class Session:
 
         import importlib
 
-        ezpz.hooks.get_plugin_host().register("cuda-compat", _ModeRecord(self.script, self.root),
-                                              target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
+        from ezpz.cuda_compat.roots import project_roots
+
+        host = ezpz.hooks.get_plugin_host()
+        record = _ModeRecord(self.script, [])
+        host.register("cuda-compat", record, target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
+        import torch  # noqa: F401 - the roots leave torch's directory out
+
+        self.roots = project_roots(self.script, self.project_root, os.environ, os.getcwd())
+        record.roots = [r.path for r in self.roots if r.included]
         rt = ezpz.hooks.setup()
         self.rank = rt.rank
         self.exported = torchrun_variables(rt.plan.launch, os.environ)
         os.environ.update(self.exported)
         answers = ask(rt)
         precision = SetupSettings.resolve(os.environ).precision
-        self.compat = c = Compat(rt, answers, Scope(str(self.root)), precision_asked=precision)
+        self.compat = c = Compat(rt, answers, Scope(record.roots), precision_asked=precision)
         for name in installers_for(answers):
             importlib.import_module(f"ezpz.cuda_compat.{name}").install(c)
         return rt
@@ -115,7 +123,8 @@ class Session:
         rt, answers = c.rt, c.answers
         step = rt.plan.step
         header = {
-            "script": str(self.script), "argv": self.argv, "project_root": str(self.root), "rank": rt.rank,
+            "script": str(self.script), "argv": self.argv, "rank": rt.rank,
+            "project_roots": [{"path": r.path, "included": r.included, "why": r.why} for r in self.roots],
             "world_size": rt.world_size, "device": c.target, "backend": rt.backend, "precision": rt.amp.dtype,
             "redirecting": answers.redirect, "reason": answers.reason, "answers_from": answers.plugin,
             "device_notes": dict(answers.notes),
