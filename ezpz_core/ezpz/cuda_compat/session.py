@@ -19,7 +19,7 @@ from ezpz.primitives.markers import hookimpl
 __all__ = ["Session", "run_script"]
 
 #: The redirections, one module per concern, in the order they are put in place.
-INSTALLERS = ("tensors", "facade", "amp", "distributed", "loading", "optimizers", "profiler", "unsupported")
+INSTALLERS = ("indirect", "tensors", "facade", "amp", "distributed", "loading", "optimizers", "profiler", "unsupported")
 
 
 def installers_for(answers: Any) -> tuple[str, ...]:
