@@ -43,9 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         data = session.finish()
         if data is not None and session.rank == 0 and session.report_path is not None:
-            from ezpz.cuda_compat.report import summary_line
+            from ezpz.cuda_compat.report import child_reports, summary_line
 
-            print(summary_line(data, session.report_path), file=sys.stderr)
+            children = child_reports(session.report_path.parent)
+            print(summary_line(data, session.report_path, children), file=sys.stderr)
     return code
 
 

@@ -71,6 +71,7 @@ class Patches:
 
     def __init__(self) -> None:
         self._undo: list[tuple[Any, str, Any, bool]] = []
+        self.undone = False  # True once undo() ran (the mode is over)
 
     def replace(self, owner: Any, name: str, new: Any) -> Any:
         """Set ``owner.name = new``; return the value it replaced."""
@@ -82,6 +83,7 @@ class Patches:
 
     def undo(self) -> None:
         """Put every replaced attribute back."""
+        self.undone = True
         while self._undo:
             owner, name, old, own = self._undo.pop()
             if own:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ezpz.cuda_compat.scope import Site
 
-__all__ = ["BEHAVES", "report_dir", "site_rows", "summary_line", "write_report"]
+__all__ = ["BEHAVES", "child_reports", "report_dir", "site_rows", "summary_line", "write_report"]
 
 #: What a redirected call does compared with CUDA: ``same`` job, ``different`` (answered or emulated
 #: otherwise: the row says how), ``none`` (nothing to do on this device: a no-op).
@@ -66,12 +66,28 @@ def write_report(path: Path, header: Mapping[str, Any], sites: list[Site]) -> di
     return data
 
 
-def summary_line(data: Mapping[str, Any], path: Path) -> str:
-    """The one line rank 0 prints at exit."""
+def child_reports(directory: Path) -> list[dict[str, Any]]:
+    """The reports the run's child processes wrote beside the ranks' (``rank-<N>-pid-<pid>.json``)."""
+    found = []
+    for path in sorted(directory.glob("rank-*-pid-*.json")):
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def summary_line(data: Mapping[str, Any], path: Path, children: list[dict[str, Any]] | None = None) -> str:
+    """The one line rank 0 prints at exit (``children``: the child processes' reports, counted at the end)."""
     rows = data.get("sites", [])
     if not data.get("redirecting"):
         return f"ezpz.cuda_compat: nothing redirected ({data.get('reason')}); report {path}"
     count = {b: sum(1 for r in rows if r["behaves"] == b) for b in BEHAVES}
     places = len({(r["file"], r["line"]) for r in rows})
+    tail = ""
+    if children:
+        calls = sum(len(child.get("sites", [])) for child in children)
+        tail = f"; {len(children)} child process(es) reported {calls} more"  # rows, as above
     return (f"ezpz.cuda_compat: {len(rows)} CUDA calls at {places} call sites redirected to {data.get('device')} "
-            f"({count['same']} same, {count['different']} different, {count['none']} not at all); report {path}")
+            f"({count['same']} same, {count['different']} different, {count['none']} not at all){tail}; "
+            f"report {path}")

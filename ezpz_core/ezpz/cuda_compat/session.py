@@ -19,7 +19,8 @@ from ezpz.primitives.markers import hookimpl
 __all__ = ["Session", "run_script"]
 
 #: The redirections, one module per concern, in the order they are put in place.
-INSTALLERS = ("indirect", "tensors", "facade", "amp", "distributed", "loading", "optimizers", "profiler", "unsupported")
+INSTALLERS = ("indirect", "tensors", "facade", "accelerator", "amp", "distributed", "loading", "optimizers",
+              "profiler", "unsupported", "children")
 
 
 def installers_for(answers: Any) -> tuple[str, ...]:
@@ -71,6 +72,8 @@ class Session:
         self.argv = list(argv)
         self.project_root = project_root
         self.roots: list[Any] = []  # roots.Root: every candidate, in or out, with why (set by start())
+        self.process = "launched"  # or how a child process of the run was started (.children)
+        self.report_name: str | None = None  # default rank-<N>.json
         self.compat: Any = None
         self.report_path: Path | None = None
         self.rank = 0
@@ -92,7 +95,8 @@ class Session:
         host.register("cuda-compat", record, target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
         import torch  # noqa: F401 - the roots leave torch's directory out
 
-        self.roots = project_roots(self.script, self.project_root, os.environ, os.getcwd())
+        if not self.roots:  # a child process (.children) is handed its parent's
+            self.roots = project_roots(self.script, self.project_root, os.environ, os.getcwd())
         record.roots = [r.path for r in self.roots if r.included]
         rt = ezpz.hooks.setup()
         self.rank = rt.rank
@@ -101,6 +105,7 @@ class Session:
         answers = ask(rt)
         precision = SetupSettings.resolve(os.environ).precision
         self.compat = c = Compat(rt, answers, Scope(record.roots), precision_asked=precision)
+        c.session = self
         for name in installers_for(answers):
             importlib.import_module(f"ezpz.cuda_compat.{name}").install(c)
         return rt
@@ -123,7 +128,7 @@ class Session:
         rt, answers = c.rt, c.answers
         step = rt.plan.step
         header = {
-            "script": str(self.script), "argv": self.argv, "rank": rt.rank,
+            "script": str(self.script), "argv": self.argv, "rank": rt.rank, "process": self.process,
             "project_roots": [{"path": r.path, "included": r.included, "why": r.why} for r in self.roots],
             "world_size": rt.world_size, "device": c.target, "backend": rt.backend, "precision": rt.amp.dtype,
             "redirecting": answers.redirect, "reason": answers.reason, "answers_from": answers.plugin,
@@ -134,7 +139,7 @@ class Session:
             "unsupported": c.unsupported,
             "set_for_the_script": self.exported,
         }
-        self.report_path = report_dir(os.environ, rt.world_size) / f"rank-{rt.rank}.json"
+        self.report_path = report_dir(os.environ, rt.world_size) / (self.report_name or f"rank-{rt.rank}.json")
         data = write_report(self.report_path, header, c.scope.redirected)
         ezpz.hooks.teardown()
         return data
