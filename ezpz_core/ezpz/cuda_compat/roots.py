@@ -54,15 +54,18 @@ def installed_dirs() -> tuple[str, ...]:
 
 
 def _plugin_package_dirs() -> set[str]:
-    """The package directories of the ezpz plugins already imported (their top-level modules)."""
+    """The package directories of every installed ezpz plugin (its entry point's top-level module; not imported)."""
     import importlib.metadata as metadata
+    import importlib.util
 
     found = set()
     for entry in metadata.entry_points(group="ezpz"):
-        module = sys.modules.get(entry.module.split(".")[0])
-        file = getattr(module, "__file__", None)
-        if file:
-            found.add(os.path.dirname(file))
+        try:
+            spec = importlib.util.find_spec(entry.module.split(".")[0])
+        except (ImportError, ValueError):
+            continue
+        if spec is not None:  # a package (a single-module plugin is left to the file-by-file rule)
+            found.update(spec.submodule_search_locations or ())
     return found
 
 
