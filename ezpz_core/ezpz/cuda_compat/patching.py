@@ -75,6 +75,7 @@ class Patches:
 
     def replace(self, owner: Any, name: str, new: Any) -> Any:
         """Set ``owner.name = new``; return the value it replaced."""
+        self.undone = False
         own = name in getattr(owner, "__dict__", {})
         old = owner.__dict__[name] if own else getattr(owner, name)
         self._undo.append((owner, name, old, own))
