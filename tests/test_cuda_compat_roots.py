@@ -10,6 +10,7 @@ editable install is simulated as pip writes one: a ``.pth`` in a site directory 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -85,3 +86,29 @@ def test_the_package_beside_the_script_is_the_users_code_without_project_root(tm
     roots = json.loads((report / "editable" / "rank-0.json").read_text())["project_roots"]
     mine = [r for r in roots if r["path"] == str(repo.resolve()) + "/"]
     assert mine and mine[0]["included"] and mine[0]["why"].startswith("editable install of mylib"), roots
+
+
+def test_each_candidate_root_says_why_it_is_in_or_out(tmp_path, monkeypatch):
+    import ezpz.cuda_compat.roots as roots
+
+    repo = make_repo(tmp_path)
+    installed = tmp_path / "venv" / "lib" / "site-packages"
+    installed.mkdir(parents=True)
+    elsewhere = tmp_path / "src" / "otherlib"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.setattr(roots, "_editable_installs", lambda: [
+        ("mylib", str(repo), False), ("otherlib", str(elsewhere), False), ("ezpz-example-emu", str(installed), True)])
+    script = repo / "projects" / "x" / "run.py"
+    env = {"PYTHONPATH": os.pathsep.join([str(installed), str(tmp_path / "missing"), str(repo / "mylib")])}
+    found = {Path(r.path).name: (r.included, r.why) for r in
+             roots.project_roots(script, None, env, str(Path.home()), outside=[str(installed) + os.sep])}
+    assert found["x"] == (True, "the script's directory")
+    assert found["site-packages"][0] is False and "an installed location" in found["site-packages"][1]
+    assert found["missing"] == (False, "on PYTHONPATH: not a directory")
+    assert found["mylib"] == (True, "on PYTHONPATH")
+    assert found[Path.home().name] == (False, "the current directory: the home directory is too broad to be one "
+                                              "project (pass --project-root)")
+    assert found["repo"][0] is True and found["repo"][1].startswith("editable install of mylib")
+    assert found["otherlib"][0] is False and "an installed library" in found["otherlib"][1]
+    assert [(r.included, r.why) for r in roots.project_roots(script, str(tmp_path), env, "/")] == [
+        (True, "--project-root (replaces the search)")]
