@@ -22,8 +22,9 @@ SCRIPT = textwrap.dedent("""\
     site.addsitedir(sys.argv[1])
     import sitelib
     out = {"linear": nn.Linear(4, 4, device="cuda").weight.device.type}
-    m = nn.Sequential(nn.LayerNorm(4, device="cuda"), nn.BatchNorm1d(4, device="cuda"), nn.Embedding(5, 4, device="cuda"),
-                      nn.Conv1d(2, 2, 3, device="cuda"), nn.LSTM(4, 4, device="cuda"), nn.MultiheadAttention(4, 2, device="cuda"))
+    m = nn.Sequential(nn.LayerNorm(4, device="cuda"), nn.BatchNorm1d(4, device="cuda"),
+                      nn.Embedding(5, 4, device="cuda"), nn.Conv1d(2, 2, 3, device="cuda"),
+                      nn.LSTM(4, 4, device="cuda"), nn.MultiheadAttention(4, 2, device="cuda"))
     out["modules"] = sorted({t.device.type for t in [*m.parameters(), *m.buffers()]})
     with torch.device("cuda"):
         out["context"] = [torch.zeros(2).device.type, nn.Linear(2, 2).weight.device.type, torch.randn(2).device.type]
@@ -68,5 +69,5 @@ def test_cuda_devices_reach_emu_however_they_flow(tmp_path):
     rows = json.loads((tmp_path / "report" / "rank-0.json").read_text())["sites"]
     calls = {(r["line"], r["call"]) for r in rows}
     assert (5, "torch.empty(device='cuda')") in calls  # nn.Linear's factory, at the script's line
-    assert any(line == 9 and call.startswith("default device") for line, call in calls)
-    assert any(line == 12 and call.startswith("default device") for line, call in calls)
+    assert any(line == 10 and call.startswith("default device") for line, call in calls)
+    assert any(line == 13 and call.startswith("default device") for line, call in calls)

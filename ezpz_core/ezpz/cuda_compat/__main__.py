@@ -18,8 +18,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         print("Runs SCRIPT as __main__ after ezpz.hooks.setup(); CUDA calls from the user's code go to the chosen "
               "device: files under DIR, else under SCRIPT's directory, PYTHONPATH, the current directory and the "
-              "project's editable installs (never the standard library, torch, ezpz or installed packages). Report: ./ezpz-jobs/cuda-compat/<run>/rank-N.json "
-              "(EZPZ_CUDA_COMPAT_DIR overrides). Docs: docs/cuda-scripts.md", file=sys.stderr)
+              "project's editable installs (never the standard library, torch, ezpz or installed packages). "
+              "Report: ./ezpz-jobs/cuda-compat/<run>/rank-N.json (EZPZ_CUDA_COMPAT_DIR overrides). "
+              "Docs: docs/cuda-scripts.md", file=sys.stderr)
         return 0
     if args and args[0].startswith("--project-root"):
         if "=" in args[0]:

@@ -114,7 +114,7 @@ def scoped_class(scope: Scope, cls: type, redirect: Redirect) -> type:
 
 
 def front_class(cls: type, new: Callable[..., Any]) -> type:
-    """A subclass of ``cls`` built by ``new``, for which every ``cls`` instance (torch's own) still passes isinstance."""
+    """A subclass of ``cls`` made by ``new``; every ``cls`` instance (torch's own) still passes ``isinstance``."""
     meta = type(f"{cls.__name__}Front", (type(cls),), {
         "__instancecheck__": lambda front, obj: isinstance(obj, cls),
         "__subclasscheck__": lambda front, sub: issubclass(sub, cls)})

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -47,9 +46,11 @@ def installed_dirs() -> tuple[str, ...]:
     dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else "")
     dirs.add(os.path.dirname(ezpz.__file__))
     dirs.update(_plugin_package_dirs())
-    torch = sys.modules.get("torch")
-    if torch is not None and getattr(torch, "__file__", None):
-        dirs.add(os.path.dirname(torch.__file__))
+    import importlib.util
+
+    torch = importlib.util.find_spec("torch")  # not imported: a plugin may set variables torch reads on import
+    if torch is not None:
+        dirs.update(torch.submodule_search_locations or ())
     return tuple(_norm(d) for d in dirs if d)
 
 

@@ -41,7 +41,8 @@ class _ModeRecord:
         return LifecycleAction(reason=(
             f"CUDA-compat mode on (python -m ezpz.cuda_compat {self.script.name}): CUDA requests from the files "
             f"under {', '.join(self.roots)} are answered by {plan.device.torch_device} ({plan.backend.name}, "
-            f"{plan.amp.dtype} policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to the mode's report"))
+            f"{plan.amp.dtype} policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to "
+            "the mode's report"))
 
 
 def torchrun_variables(launch: Any, environ: Any) -> dict[str, str]:
@@ -93,8 +94,6 @@ class Session:
         host = ezpz.hooks.get_plugin_host()
         record = _ModeRecord(self.script, [])
         host.register("cuda-compat", record, target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
-        import torch  # noqa: F401 - the roots leave torch's directory out
-
         if not self.roots:  # a child process (.children) is handed its parent's
             self.roots = project_roots(self.script, self.project_root, os.environ, os.getcwd())
         record.roots = [r.path for r in self.roots if r.included]
