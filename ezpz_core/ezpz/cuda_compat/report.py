@@ -19,7 +19,7 @@ from typing import Any
 
 from ezpz.cuda_compat.scope import Site
 
-__all__ = ["BEHAVES", "report_dir", "site_rows", "summary_line", "write_report"]
+__all__ = ["BEHAVES", "child_reports", "report_dir", "site_rows", "summary_line", "write_report"]
 
 #: What a redirected call does compared with CUDA: ``same`` job, ``different`` (answered or emulated
 #: otherwise: the row says how), ``none`` (nothing to do on this device: a no-op).
@@ -81,13 +81,30 @@ def write_report(path: Path, header: Mapping[str, Any], sites: list[Site]) -> tu
     return data, written
 
 
-def summary_line(data: Mapping[str, Any], path: Path | None) -> str:
-    """The one line rank 0 prints at exit (``path`` None: the report could not be written, a warning says why)."""
+def child_reports(directory: Path) -> list[dict[str, Any]]:
+    """The reports the run's child processes wrote beside the ranks' (``rank-<N>-pid-<pid>.json``)."""
+    found = []
+    for path in sorted(directory.glob("rank-*-pid-*.json")):
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def summary_line(data: Mapping[str, Any], path: Path | None, children: list[dict[str, Any]] | None = None) -> str:
+    """The one line rank 0 prints at exit (``path`` None: the report could not be written, a warning says why;
+    ``children``: the child processes' reports, counted at the end)."""
     rows = data.get("sites", [])
     where = path if path is not None else "not written (see the warning above)"
     if not data.get("redirecting"):
         return f"ezpz.cuda_compat: nothing redirected ({data.get('reason')}); report {where}"
     count = {b: sum(1 for r in rows if r["behaves"] == b) for b in BEHAVES}
     places = len({(r["file"], r["line"]) for r in rows})
+    tail = ""
+    if children:
+        calls = sum(len(child.get("sites", [])) for child in children)
+        tail = f"; {len(children)} child process(es) reported {calls} more"  # rows, as above
     return (f"ezpz.cuda_compat: {len(rows)} CUDA calls at {places} call sites redirected to {data.get('device')} "
-            f"({count['same']} same, {count['different']} different, {count['none']} not at all); report {where}")
+            f"({count['same']} same, {count['different']} different, {count['none']} not at all){tail}; "
+            f"report {where}")
