@@ -90,7 +90,7 @@ def main() -> None:
     (project / "cuda_project.py").write_text(PROJECT)
     sys.path.insert(0, str(project))
     mod = importlib.import_module("cuda_project")
-    compat = compat_for(rt, project, precision_asked="auto")  # what Session.start() builds, then puts in place
+    compat = compat_for(rt, [str(project)], precision_asked="auto")  # what Session.start() builds, then puts in place
 
     def redirections_in() -> None:
         redirect(compat)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.cuda_answers import CudaAnswers
 from ezpz.cuda_compat.devices import DeviceMap
@@ -10,22 +10,28 @@ from ezpz.cuda_compat.patching import Patches
 from ezpz.cuda_compat.scope import Scope
 from ezpz.primitives.device_module import device_module
 
+if TYPE_CHECKING:
+    from ezpz.runtime import Runtime
+
 __all__ = ["Compat"]
 
 
 class Compat:
     """One run of the mode: built by :mod:`.session`, handed to each ``install()``."""
 
-    def __init__(self, runtime: Any, answers: CudaAnswers, scope: Scope, *, precision_asked: str) -> None:
+    def __init__(self, runtime: Runtime, answers: CudaAnswers, scope: Scope, *, precision_asked: str) -> None:
         self.rt = runtime
         self.answers = answers
         self.scope = scope
         self.patches = Patches()
         self.module = device_module(runtime.device_type)
         count = self.module.device_count() if self.module is not None and hasattr(self.module, "device_count") else 1
-        self.devices = DeviceMap(runtime.device, local_rank=runtime.local_rank, count=count)
+        self.devices = DeviceMap(runtime.device, local_rank=runtime.local_rank, count=count,
+                                 local_world_size=runtime.local_world_size)
         self.precision_asked = precision_asked  # EZPZ_PRECISION / setup(precision=): "auto" unless the user set one
         self.unsupported: list[dict[str, Any]] = []
+        self.session: Any = None  # the .session.Session that made this run (its script, roots, report place)
+        self.forked: object | None = None  # .children: the after-fork hook, kept alive (the registry is weak)
 
     @property
     def target(self) -> str:

@@ -10,32 +10,44 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ezpz.cuda_compat.context import Compat
 from ezpz.cuda_compat.restore import Saved
 from ezpz.cuda_compat.scope import Scope
 from ezpz.primitives.markers import hookimpl
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ezpz.cuda_answers import CudaAnswers
+    from ezpz.cuda_compat.context import Compat
+    from ezpz.decisions import LifecycleAction, SetupPlan
+    from ezpz.facts import LaunchEnv
+    from ezpz.runtime import Runtime
 
 __all__ = ["Session", "compat_for", "redirect", "run_script"]
 
 #: The name the mode's in-process plugin registers under (its answer is the trace's "CUDA-compat mode on" line).
 MODE_PLUGIN = "cuda-compat"
+
 #: The redirections, one module per concern, in the order they are put in place.
-INSTALLERS = ("tensors", "facade", "amp", "distributed", "loading", "optimizers", "profiler", "unsupported")
+INSTALLERS = ("indirect", "tensors", "facade", "accelerator", "amp", "distributed", "loading", "optimizers",
+              "profiler", "unsupported", "children")
 
 
-def installers_for(answers: Any) -> tuple[str, ...]:
+def installers_for(answers: CudaAnswers) -> tuple[str, ...]:
     """The redirections to put in place for the device's answers: none where ``torch.cuda`` drives it already."""
     return INSTALLERS if answers.redirect else ()
 
 
-def compat_for(rt: Any, root: Path, *, precision_asked: str) -> Compat:
-    """The mode's state for ``rt``: the device's answers (:func:`.answers.ask`), the scope of the files under ``root``."""
+def compat_for(rt: Runtime, roots: Sequence[str], *, precision_asked: str) -> Compat:
+    """The mode's state for ``rt``: the device's answers (:func:`.answers.ask`), the scope of the files under ``roots``."""
     from ezpz.cuda_compat.answers import ask
+    from ezpz.cuda_compat.context import Compat
 
-    return Compat(rt, ask(rt), Scope(str(root)), precision_asked=precision_asked)
+    return Compat(rt, ask(rt), Scope(list(roots)), precision_asked=precision_asked)
 
 
 def redirect(c: Compat) -> None:
@@ -49,20 +61,21 @@ def redirect(c: Compat) -> None:
 class _ModeRecord:
     """The in-process plugin that puts "CUDA-compat mode on" into ``explain()`` (a ``lifecycle`` decision)."""
 
-    def __init__(self, script: Path, root: Path) -> None:
-        self.script, self.root = script, root
+    def __init__(self, script: Path, roots: list[str]) -> None:
+        self.script, self.roots = script, roots
 
     @hookimpl
-    def ezpz_before_init(self, plan: Any) -> Any:
+    def ezpz_before_init(self, plan: SetupPlan) -> LifecycleAction:
         from ezpz.decisions import LifecycleAction
 
         return LifecycleAction(reason=(
             f"CUDA-compat mode on (python -m ezpz.cuda_compat {self.script.name}): CUDA requests from the files "
-            f"under {self.root} are answered by {plan.device.torch_device} ({plan.backend.name}, {plan.amp.dtype} "
-            "policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to the mode's report"))
+            f"under {', '.join(self.roots)} are answered by {plan.device.torch_device} ({plan.backend.name}, "
+            f"{plan.amp.dtype} policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to "
+            "the mode's report"))
 
 
-def torchrun_variables(launch: Any, environ: Any) -> dict[str, str]:
+def torchrun_variables(launch: LaunchEnv, environ: Mapping[str, str]) -> dict[str, str]:
     """The torchrun variables a CUDA script reads (``RANK``, ``LOCAL_RANK`` ...) that its launcher did not set.
 
     Scripts written for CUDA are mostly written for torchrun: they decide "is this DDP?" from ``RANK`` and
@@ -88,9 +101,13 @@ class Session:
             raise ConfigError(name="SCRIPT", value=script, expected="a Python file",
                               fix="python -m ezpz.cuda_compat path/to/train.py [ARGS...]")
         self.argv = list(argv)
-        self.root = Path(project_root).resolve() if project_root else self.script.parent
+        self.project_root = project_root
+        self.roots: list[Any] = []  # roots.Root: every candidate, in or out, with why (set by start())
+        self.process = "launched"  # or how a child process of the run was started (.children)
+        self.report_name: str | None = None  # default rank-<N>.json
         self.compat: Any = None
         self.report_path: Path | None = None
+        """Where this rank's report went (its fallback when the configured place is read-only); None: nowhere."""
         self.rank = 0
         self.globals: dict[str, Any] = {}
         self.exported: dict[str, str] = {}  # the torchrun variables the mode set for the script
@@ -98,18 +115,24 @@ class Session:
 
     def start(self) -> Any:
         import ezpz.hooks
+        from ezpz.cuda_compat.roots import project_roots
         from ezpz.inputs.settings import SetupSettings
 
         self.saved = Saved()
-        ezpz.hooks.get_plugin_host().register(MODE_PLUGIN, _ModeRecord(self.script, self.root),
-                                              target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
+        host = ezpz.hooks.get_plugin_host()
+        record = _ModeRecord(self.script, [])
+        host.register(MODE_PLUGIN, record, target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
+        if not self.roots:  # a child process (.children) is handed its parent's
+            self.roots = project_roots(self.script, self.project_root, os.environ, os.getcwd())
+        record.roots = [r.path for r in self.roots if r.included]
         rt = ezpz.hooks.setup()
         self.rank = rt.rank
         self.exported = torchrun_variables(rt.plan.launch, os.environ)
         os.environ.update(self.exported)
         precision = SetupSettings.resolve(os.environ).precision
-        self.compat = compat_for(rt, self.root, precision_asked=precision)
-        redirect(self.compat)
+        self.compat = c = compat_for(rt, record.roots, precision_asked=precision)
+        c.session = self
+        redirect(c)
         return rt
 
     def run(self) -> None:
@@ -121,6 +144,7 @@ class Session:
     def finish(self) -> dict[str, Any] | None:
         """Take the redirections out, write this rank's report, tear down; the report's data (None: never started).
 
+        The report goes where :func:`~ezpz.cuda_compat.report.write_report` could put it (``report_path``).
         Then the process is put back as :meth:`start` found it (:mod:`.restore`): ``sys.argv``, ``sys.path``,
         ``os.environ``, ``__main__`` and the mode's plugin registration, so a second run in the process starts
         afresh. What a plugin changed is undone by ``teardown()`` (``LifecycleAction.undo``).
@@ -150,7 +174,8 @@ class Session:
         rt, answers = c.rt, c.answers
         step = rt.plan.step
         header = {
-            "script": str(self.script), "argv": self.argv, "project_root": str(self.root), "rank": rt.rank,
+            "script": str(self.script), "argv": self.argv, "rank": rt.rank, "process": self.process,
+            "project_roots": [{"path": r.path, "included": r.included, "why": r.why} for r in self.roots],
             "world_size": rt.world_size, "device": c.target, "backend": rt.backend, "precision": rt.amp.dtype,
             "redirecting": answers.redirect, "reason": answers.reason, "answers_from": answers.plugin,
             "device_notes": dict(answers.notes),
@@ -160,9 +185,12 @@ class Session:
             "unsupported": c.unsupported,
             "set_for_the_script": self.exported,
         }
-        self.report_path = report_dir(os.environ, rt.world_size) / f"rank-{rt.rank}.json"
-        data = write_report(self.report_path, header, c.scope.redirected)
-        ezpz.hooks.teardown()
+        try:  # the report never changes how the script ends; write_report says where it went (or why not)
+            data, self.report_path = write_report(
+                report_dir(os.environ, rt.world_size) / (self.report_name or f"rank-{rt.rank}.json"),
+                header, c.scope.redirected)
+        finally:
+            ezpz.hooks.teardown()
         return data
 
 

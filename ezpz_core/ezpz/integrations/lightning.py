@@ -38,7 +38,7 @@ FABRIC_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed"}
 
 
 def _plan(source: Source) -> SetupPlan:
-    return source.plan if hasattr(source, "explanation") else source  # type: ignore[union-attr,return-value]
+    return source.plan if hasattr(source, "explanation") else source  # type: ignore[union-attr]
 
 
 def _device(source: Source) -> Any:
@@ -148,7 +148,7 @@ def accelerator(source: Source) -> Any:
             from ezpz.primitives.device_module import device_module
 
             module = device_module(device.type)
-            if device.index is not None and hasattr(module, "set_device"):
+            if device.index is not None and module is not None and hasattr(module, "set_device"):
                 module.set_device(device)
 
         def teardown(self) -> None:

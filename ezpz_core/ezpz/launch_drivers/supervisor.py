@@ -3,7 +3,11 @@
 Every attempt ``k`` (0, 1, ...) gets ``EZPZ_ATTEMPT=k`` and
 ``EZPZ_FAILURE_DIR=<job dir>/attempt-<k>/failures``, where its ranks write
 failure records; its merged output is kept in ``attempt-<k>/output.log`` and
-the verdict in ``attempt-<k>/verdict.json``. ``--retries N`` runs up to N more
+the verdict in ``attempt-<k>/verdict.json``. A job directory that cannot be
+written (a read-only working directory) moves to its per-user fallback under
+the temporary directory, with one warning (:mod:`ezpz.primitives.bookkeeping_dir`);
+with nothing writable the attempts run without logs, records or verdicts, and
+the exit status is the job's all the same. ``--retries N`` runs up to N more
 attempts on the same hosts after any failure; ``--auto-retry`` asks the pure
 policy :func:`ezpz.launch_drivers.retry.classify` and swaps bad hosts for spares;
 with ``--min-nodes K``, once no spare is left, it drops them and runs on the
@@ -46,6 +50,7 @@ from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classif
                                        same_hosts_cannot_succeed)
 from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
 from ezpz.launch_drivers.straggler_report import ReportFollower, summary_lines
+from ezpz.primitives import bookkeeping_dir
 from ezpz.primitives.frozen_records import frozen
 from ezpz.primitives.json_values import jsonable
 from ezpz.steps.straggler_exchange import REPORT_NAME
@@ -123,7 +128,8 @@ class Supervisor:
         self.devices, self.describe, self.signatures, self.say = devices, describe, list(signatures), say
         self.sink = sink if sink is not None else getattr(sys.stdout, "buffer", None)
         self.launch_id = new_launch_id()
-        self.job_dir = (Path(options.job_dir) if options.job_dir else default_job_dir(self.launch_id))
+        self.wanted_dir = Path(options.job_dir) if options.job_dir else default_job_dir(self.launch_id)
+        self.job_dir: Path | None = None  # the job directory in use (wanted_dir or its fallback); None: none writable
         self.pool: HostPool | None = None  # --auto-retry: active hosts, spares, excluded
         self.fixed_ppn: int | None = None  # --auto-retry: processes per host, the same on every attempt
         self.attempt = 0
@@ -140,12 +146,21 @@ class Supervisor:
     def run(self) -> int:
         """Run the attempts; the last attempt's status (128 + N if signal N interrupted it: 130 for Ctrl-C, 143 for
         the scheduler's SIGTERM; 127 when the launcher cannot be started)."""
-        self.job_dir.mkdir(parents=True, exist_ok=True)
-        self.job_dir = self.job_dir.resolve()
+        job_dir = bookkeeping_dir.usable_dir(self.wanted_dir, what="ezpz launch job directory",
+                                             fix="pass --job-dir DIR, a directory every node can reach and write")
+        self.job_dir = job_dir.resolve() if job_dir is not None else None
         if self.options.auto_retry:
             self._split_allocation()
-        self.say(f"{P}: job directory {self.job_dir} (launch id {self.launch_id}); "
-                 f"{'--job-dir' if self.options.job_dir else 'default: ./ezpz-jobs/<id> under the current directory'}")
+        if self.job_dir is None:
+            if self.pool is not None:
+                raise ConfigError(name="--job-dir", value=str(self.wanted_dir), expected="a directory this host can "
+                                  "write (--auto-retry keeps the hostfile and the failure records that blame hosts "
+                                  "there)", fix="pass --job-dir DIR, a directory every node can reach and write")
+            self.say(f"{P}: no job directory (launch id {self.launch_id}): {self.wanted_dir} and its fallback cannot "
+                     "be written; attempts run without output logs, failure records or verdicts")
+        else:
+            self.say(f"{P}: job directory {self.job_dir} (launch id {self.launch_id}); "
+                     f"{'--job-dir' if self.options.job_dir else 'default: ./ezpz-jobs/<id> under the current directory'}")
         with Interrupts().installed() as stop:
             while True:
                 ended = self._one_attempt(stop)
@@ -193,11 +208,13 @@ class Supervisor:
     def _one_attempt(self, stop: Interrupts) -> int | None:
         """Run attempt ``self.attempt``, judge it, and get the next one ready; the final status, or None to go on."""
         o, k = self.options, self.attempt
-        adir = self.job_dir / f"attempt-{k}"
+        adir = (self.job_dir if self.job_dir is not None else self.wanted_dir) / f"attempt-{k}"
         fdir = adir / "failures"
-        fdir.mkdir(parents=True, exist_ok=True)
-        env = {**self.environ, MARKER: self.launch_id, LAUNCHER_PID_VAR: str(os.getpid()), "EZPZ_ATTEMPT": str(k),
-               "EZPZ_FAILURE_DIR": str(fdir)}
+        kept = self.job_dir is not None and _made(fdir)  # the attempt's folder exists: logs, records, verdict
+        env = {**{n: v for n, v in self.environ.items() if n != "EZPZ_FAILURE_DIR"}, MARKER: self.launch_id,
+               LAUNCHER_PID_VAR: str(os.getpid()), "EZPZ_ATTEMPT": str(k)}
+        if kept:
+            env["EZPZ_FAILURE_DIR"] = str(fdir)
         hostfile, n, ppn = self._layout(adir, env)
         plan = prepare(self.command, launcher=o.launcher, n=n, ppn=ppn, hostfile=hostfile, environ=env,
                        devices=self.devices)
@@ -216,7 +233,8 @@ class Supervisor:
         try:
             result = run_attempt(plan.command, attempt=k, launch_id=self.launch_id, environ=env, interrupts=stop,
                                  idle_timeout_s=o.timeout_s or None, grace_s=o.kill_after,
-                                 log_path=adir / "output.log", sink=self.sink, failure_dir=fdir,
+                                 log_path=adir / "output.log" if kept else None, sink=self.sink,
+                                 failure_dir=fdir if kept else None,
                                  failure_grace_s=o.failure_grace or None, names_host=names_host,
                                  watch=follower.poll)
         except OSError as error:
@@ -234,11 +252,12 @@ class Supervisor:
         self._say_verdict(verdict)
         if verdict.outcome != "success" and self.first_cause is None:
             self.first_cause = f"attempt {k}: {verdict.outcome}: {verdict.reason}"
-        (adir / "verdict.json").write_text(json.dumps(
-            {"attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
-             "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
-             "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": self.first_cause,
-             "records": [r.to_dict() for r in records]}, indent=1, default=str))
+        if kept:
+            _write_verdict(adir / "verdict.json", {
+                "attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
+                "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
+                "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": self.first_cause,
+                "records": [r.to_dict() for r in records]})
         if stop.stopped:
             self.say(f"{P}: interrupted: no more attempts (job directory {self.job_dir})")
             self._say_first_cause()
@@ -359,6 +378,8 @@ class Supervisor:
         history = follower.history()
         for line in summary_lines(data) + (chart_lines(history) if history is not None else []):
             self.say(f"{P}: attempt {k}: {line}")
+        if self.job_dir is None:
+            return
         svg = self.job_dir / f"stragglers-attempt-{k}.svg"
         try:
             svg.write_text(chart_svg(history, title=f"ezpz launch attempt {k}: straggler heat map"), encoding="utf-8")
@@ -374,6 +395,24 @@ class Supervisor:
     def _say_first_cause(self) -> None:
         if self.first_cause is not None and self.attempt > 0:
             self.say(f"{P}: first cause: {self.first_cause}")
+
+
+def _made(folder: Path) -> bool:
+    """Create an attempt's folder inside the (writable) job directory; False, said once, on a full disk."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        bookkeeping_dir.write_failed(folder, what="attempt folder", error=error)
+        return False
+    return True
+
+
+def _write_verdict(path: Path, verdict: Mapping[str, object]) -> None:
+    """``attempt-<k>/verdict.json``; a failure to write it (a full disk) is said once, never raised."""
+    try:
+        path.write_text(json.dumps(verdict, indent=1, default=str))
+    except OSError as error:
+        bookkeeping_dir.write_failed(path, what="attempt verdict", error=error)
 
 
 def _log_text(path: Path | None) -> str:

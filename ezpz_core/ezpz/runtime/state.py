@@ -7,7 +7,7 @@ run is" are not mistaken for one another.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attr
 from attr import field
@@ -17,6 +17,8 @@ from ezpz.steps.clock import StepClock
 from ezpz.steps.preemption import Preemption
 
 if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
     from ezpz.steps.straggler_exchange import StragglerWatch
 
 __all__ = ["MeshKey", "RuntimeState"]
@@ -37,5 +39,5 @@ class RuntimeState:
     """The steps ``rt.step()`` has ended and the wall time of the recent ones."""
     preemption: Preemption = field(factory=Preemption)
     """After a SIGTERM: the step every rank stops after (``rt.preempted``)."""
-    meshes: dict[MeshKey, Any] = field(factory=dict)
+    meshes: dict[MeshKey, DeviceMesh] = field(factory=dict)
     """The DeviceMeshes ``rt.mesh(**dims)`` built, by their dimensions: each is built once."""

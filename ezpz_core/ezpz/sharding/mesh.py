@@ -17,6 +17,8 @@ from ezpz.errors import ConfigError, UnavailableError
 from ezpz.primitives.torch_private import backend_for_device
 
 if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
     from ezpz.decisions import MeshSupport
 
 __all__ = ["build_mesh", "mesh_shape", "refuse_where_unsupported", "unbound_default_group"]
@@ -85,7 +87,7 @@ def unbound_default_group(split_group: bool | None = None) -> Iterator[None]:
 
 
 def build_mesh(device_type: str, shape: tuple[int, ...], names: tuple[str, ...] | None, *,
-               split_group: bool | None = None) -> Any:
+               split_group: bool | None = None) -> DeviceMesh:
     """``init_device_mesh(device_type, shape, mesh_dim_names=names)`` inside :func:`unbound_default_group`."""
     import torch.distributed as dist
 
