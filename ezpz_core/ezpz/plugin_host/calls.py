@@ -52,12 +52,16 @@ class Hooks:
         self.host = host
         self._log = get_logger("ezpz.hooks")
 
-    def call(self, hook: str, kwargs: Mapping[str, object]) -> list[tuple[str, Any]]:
+    def call(self, hook: str, kwargs: Mapping[str, object]) -> list[tuple[str, object]]:
         """Ask the plugins' ``hook`` on the hook worker, under the deadline: ``(plugin, answer)`` in pluggy's order.
 
         A ``firstresult`` spec stops at the first non-None answer (at most one pair), any other collects every
-        non-None answer, as pluggy would. Each answer must be of the type :data:`ezpz.hookspecs.RETURNS` states.
+        non-None answer, as pluggy would. Each answer must be of the type :data:`ezpz.hookspecs.RETURNS` states
+        (the typed methods below name it).
         """
+        return list(self._answers(hook, kwargs))
+
+    def _answers(self, hook: str, kwargs: Mapping[str, object]) -> list[tuple[str, Any]]:
         expect = return_type(hook) or object
         return self.watched(lambda: self._call_plugins(hook, kwargs, expect))
 
@@ -144,7 +148,7 @@ class Hooks:
 
     def _first(self, hook: str, kwargs: Mapping[str, object]) -> tuple[str, Any] | None:
         """The one answer of a ``firstresult`` hook (the spec says so; a collecting spec here is a bug)."""
-        found = self.call(hook, kwargs)
+        found = self._answers(hook, kwargs)
         if len(found) > 1:
             raise TypeError(f"{hook}: the spec collects {len(found)} answers but this call reads one; "
                             "mark the spec firstresult=True in ezpz.hookspecs")
@@ -154,7 +158,7 @@ class Hooks:
         return self._first("ezpz_detect_launch_env", {"environ": environ})
 
     def probe_devices(self, build: TorchBuild, environ: Mapping[str, str]) -> list[tuple[str, ProbeReport]]:
-        return self.call("ezpz_probe_devices", {"build": build, "environ": environ})
+        return self._answers("ezpz_probe_devices", {"build": build, "environ": environ})
 
     def select_backend(
         self, device: DeviceCandidate, build: TorchBuild, launch: LaunchEnv, requested: str | None
@@ -179,7 +183,7 @@ class Hooks:
         return self._first("ezpz_mesh_support", {"device": device, "build": build, "backend": backend})
 
     def before_init(self, plan: SetupPlan) -> list[tuple[str, LifecycleAction]]:
-        return self.call("ezpz_before_init", {"plan": plan})
+        return self._answers("ezpz_before_init", {"plan": plan})
 
     def failure_signatures(self) -> list[FailureSignature]:
         """Every plugin's failure signatures, each stamped with its plugin; a list with a bad entry quarantines."""
@@ -188,7 +192,7 @@ class Hooks:
         from ezpz.failures.signatures import FailureSignature
 
         found: list[FailureSignature] = []
-        for name, batch in self.call("ezpz_failure_signatures", {}):
+        for name, batch in self._answers("ezpz_failure_signatures", {}):
             bad = next((s for s in batch if not isinstance(s, FailureSignature)), None)
             if bad is not None or len(batch) > 1000:
                 why = f"an entry is {type(bad).__name__}" if bad is not None else f"{len(batch)} entries (max 1000)"
@@ -202,4 +206,4 @@ class Hooks:
         return self._first("ezpz_cuda_answers", {"device": device, "build": build, "backend": backend})
 
     def after_setup(self, runtime: Runtime) -> None:
-        self.call("ezpz_after_setup", {"runtime": runtime})
+        self._answers("ezpz_after_setup", {"runtime": runtime})
