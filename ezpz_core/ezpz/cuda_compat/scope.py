@@ -118,10 +118,9 @@ class Scope:
         """The directories a walk to the user's frame passes through: torch, the standard library, this mode."""
         import sysconfig
 
-        import ezpz.cuda_compat as here
-
         def norm(paths: Sequence[str]) -> tuple[str, ...]:
             return tuple(os.path.realpath(d).rstrip(os.sep) + os.sep for d in paths)
 
-        return (norm([self._torch_dir, os.path.dirname(here.__file__)]),
+        here = os.path.dirname(os.path.abspath(__file__))  # this package's directory, without importing it (no circle)
+        return (norm([self._torch_dir, here]),
                 norm([sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")]))
