@@ -10,7 +10,8 @@ from ezpz.primitives.markers import hookimpl
 
 if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
     from ezpz.compiling import CompilePolicy
-    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, PrecisionOption, ProfilingSupport, SetupPlan
+    from ezpz.decisions import (AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, PrecisionOption,
+                                ProfilingSupport, SetupPlan)
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
     from ezpz.builtin.cpu_facts import CpuFacts
 
@@ -146,6 +147,17 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
 
 #: DeepSpeed's accelerator name for this device (deepspeed/accelerator/real_accelerator.py).
 DS_ACCELERATOR = "cpu"
+
+
+@hookimpl(trylast=True)
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
+    """gloo on any device (no device plugin said more): torch's mesh groups, and the reduce operations gloo
+    lacks (:mod:`ezpz.plugin_kit.gloo_reductions`), so ``rt.shard`` reduces with SUM where it must."""
+    if backend.name != "gloo":
+        return None
+    from ezpz.plugin_kit.gloo_reductions import gloo_mesh_support
+
+    return gloo_mesh_support(build)
 
 
 @hookimpl(trylast=True)
