@@ -33,7 +33,7 @@ def sharding_decision(support: MeshSupport, amp: AmpPolicy, device: str) -> Deci
     details["MixedPrecisionPolicy"] = (f"param_dtype={precision.param_dtype}, reduce_dtype={precision.reduce_dtype}"
                                        if precision.param_dtype else "FSDP2's default: as stored (fp32)")
     reduction = gradient_reduction(support, device)
-    details["gradient reduction"] = f"{reduction.chosen}: {reduction.reason}"
+    details["gradient reduction"] = reduction.chosen
     if support.unsupported_reduce_ops:
         details["unsupported_reduce_ops"] = sorted(support.unsupported_reduce_ops)
     dtype = precision.param_dtype or "fp32"
