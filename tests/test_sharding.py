@@ -156,6 +156,34 @@ def test_the_default_groups_binding_is_lifted_only_where_the_backend_cannot_spli
         gloo_group.bound_device_id = saved
 
 
+def test_hsdp_flatten_runs_with_the_binding_lifted_where_the_backend_cannot_split(gloo_group, monkeypatch):
+    """The original ezpz's #189 (v0.21.12): HSDP's ``_flatten`` of (dp_replicate, dp_shard) called split_group on
+    XCCL outside its workaround. flatten_device_mesh_safe flattens inside it, as the plan's answer says."""
+    from ezpz import hooks
+    from ezpz.original import meshes
+    from ezpz.primitives.torch_private import flatten_mesh
+
+    xccl = SimpleNamespace(plan=SimpleNamespace(mesh=MeshSupport(reason="xccl cannot split", split_group=False)))
+    monkeypatch.setattr(hooks, "get_runtime", lambda: xccl)
+    bound, saved = torch.device("cpu", 0), gloo_group.bound_device_id
+    gloo_group.bound_device_id = bound
+    seen = []
+
+    def flatten_seeing_the_binding(submesh):  # type: ignore[no-untyped-def]
+        real = flatten_mesh(submesh)
+        return None if real is None else lambda name: (seen.append(gloo_group.bound_device_id), real(name))[1]
+
+    monkeypatch.setattr(meshes, "flatten_mesh", flatten_seeing_the_binding)
+    try:
+        mesh = meshes.init_device_mesh_safe("cpu", (1, 1), mesh_dim_names=("dp_replicate", "dp_shard"))
+        if flatten_mesh(mesh) is None:
+            pytest.skip(f"torch {torch.__version__} has no DeviceMesh._flatten")
+        assert meshes.flatten_device_mesh_safe(mesh["dp_replicate", "dp_shard"], "dp").size() == 1
+        assert seen == [None] and gloo_group.bound_device_id == bound  # lifted while flattening, then put back
+    finally:
+        gloo_group.bound_device_id = saved
+
+
 def test_rt_save_refuses_a_sharded_state_dict_naming_save_checkpoint(gloo_group, tmp_path, monkeypatch):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
