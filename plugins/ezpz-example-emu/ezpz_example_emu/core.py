@@ -177,7 +177,7 @@ def compile_options(build: TorchBuild) -> list[CompileOption]:
 
 def mesh_support(facts: EmuFacts, build: TorchBuild) -> MeshSupport:
     """torch's mesh groups; the reduce operations emuccl lacks: gloo's (it runs through gloo), and those refused."""
-    from ezpz.plugin_kit.gloo_reductions import GLOO_REDUCE_SOURCES, gloo_unsupported_reduce_ops
+    from ezpz.plugin_kit import GLOO_REDUCE_SOURCES, gloo_unsupported_reduce_ops
 
     ops, why = gloo_unsupported_reduce_ops(build)
     if facts.refused_reduce_ops:
