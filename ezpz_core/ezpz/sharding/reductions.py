@@ -45,12 +45,13 @@ def gradient_reduction(support: MeshSupport, device: str) -> GradientReduction:
     fails = ("FSDP2's default reduce-scatter divides with AVG, which would raise in the first backward"
              if "AVG" in lacking else
              "FSDP2 divides with PREMUL_SUM once a divide factor is set (set_gradient_divide_factor), which would "
-             "raise; with SUM forced such a factor is applied after the reduction instead")
+             "raise in backward")
     return GradientReduction(
         force_sum=True,
         chosen=("gradients reduced with SUM, then divided once by the data-parallel size "
                 "(set_force_sum_reduction_for_comms(True); divide factor left to torch)"),
         reason=(f"the collective backend on {device} lacks {' and '.join(lacking)} ({support.reduce_ops_reason}): "
-                f"{fails}; with SUM forced torch divides the summed shard by the reduce-scatter group's size times "
-                "the HSDP replicas' once, after the reduction: DDP's mean gradient"),
+                f"{fails}; with SUM forced torch divides the summed shard once, after the reduction, by the "
+                "reduce-scatter group's size times the HSDP replicas' (or by the divide factor, where one is set): "
+                "DDP's mean gradient"),
         rejected=TORCHTITAN_FACTOR)
