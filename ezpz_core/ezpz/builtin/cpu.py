@@ -10,9 +10,10 @@ from ezpz.primitives.markers import hookimpl
 
 if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
     from ezpz.compiling import CompilePolicy
-    from ezpz.decisions import (AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, PrecisionOption,
-                                ProfilingSupport, SetupPlan)
+    from ezpz.cuda_answers import CudaAnswers
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, PrecisionOption, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.failures.signatures import FailureSignature
     from ezpz.builtin.cpu_facts import CpuFacts
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX512-BF16 / AMX-BF16; aarch64 FEAT_BF16
@@ -150,17 +151,6 @@ DS_ACCELERATOR = "cpu"
 
 
 @hookimpl(trylast=True)
-def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
-    """gloo on any device (no device plugin said more): torch's mesh groups, and the reduce operations gloo
-    lacks (:mod:`ezpz.plugin_kit.gloo_reductions`), so ``rt.shard`` reduces with SUM where it must."""
-    if backend.name != "gloo":
-        return None
-    from ezpz.plugin_kit.gloo_reductions import gloo_mesh_support
-
-    return gloo_mesh_support(build)
-
-
-@hookimpl(trylast=True)
 def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
     """Tell DeepSpeed to use its CPU accelerator instead of guessing (``DS_ACCELERATOR=cpu``)."""
     from ezpz.plugin_kit import facts_if_ours
@@ -188,7 +178,7 @@ GLOO_SIGNATURES = (
 
 
 @hookimpl(trylast=True)
-def ezpz_failure_signatures() -> list[Any]:
+def ezpz_failure_signatures() -> list[FailureSignature]:
     """gloo's and torch's store failure texts (every job has them: gloo carries CPU collectives everywhere)."""
     from ezpz.failures.signatures import FailureSignature
 
@@ -196,7 +186,7 @@ def ezpz_failure_signatures() -> list[Any]:
 
 
 @hookimpl(trylast=True)
-def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> CudaAnswers | None:
     """What the CPU answers a script written for CUDA (``python -m ezpz.cuda_compat``): no CUDA features."""
     from ezpz.plugin_kit import facts_if_ours
 

@@ -4,8 +4,9 @@ torch's gloo backend raises ``Cannot use ReduceOp.PREMUL_SUM with Gloo`` on ever
 2.13 for ``all_reduce``, ``reduce_scatter`` and ``reduce_scatter_tensor``). ``AVG`` arrived in torch 2.8
 (pytorch#149781: "Cannot use ReduceOp.AVG with Gloo" before); its reduce-scatter gave wrong results under
 FSDP (pytorch#162338, "module: correctness (silent)") until pytorch#171458, merged 2025-12-29, so ezpz
-trusts gloo's ``AVG`` from torch 2.11. The built-in CPU plugin answers ``ezpz_mesh_support`` with this for
-gloo on any device; a plugin whose backend stages through gloo (``ezpz-example-emu``) adds it to its own.
+trusts gloo's ``AVG`` from torch 2.11. ``plan()`` uses this where no plugin answers ``ezpz_mesh_support`` and
+the backend is gloo (any device); a plugin whose backend stages through gloo (``ezpz-example-emu``) adds it to
+its own answer.
 """
 
 from __future__ import annotations
