@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ezpz.decisions import MeshSupport
 from ezpz.errors import UnavailableError
@@ -11,7 +11,13 @@ from ezpz.primitives.torch_private import fsdp2
 from ezpz.sharding.precision import ShardPrecision
 from ezpz.sharding.reductions import gradient_reduction
 
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+
 __all__ = ["fsdp2_for", "shard_model", "shard_units"]
+
+_M = TypeVar("_M", bound="torch.nn.Module")
 
 
 def fsdp2_for(device_type: str, device: str, support: MeshSupport | None, who: str = "rt.shard(model)") -> Any:
@@ -44,8 +50,8 @@ def shard_units(model: Any) -> Iterator[Any]:
             yield child
 
 
-def shard_model(model: Any, mesh: Any, module: Any, precision: ShardPrecision, support: MeshSupport | None = None,
-                **options: Any) -> Any:
+def shard_model(model: _M, mesh: DeviceMesh, module: Any, precision: ShardPrecision,
+                support: MeshSupport | None = None, **options: Any) -> _M:
     """``fully_shard`` each unit of ``model`` and then ``model`` on ``mesh``; ``options`` win over ``precision``.
 
     Where ``support`` says the backend lacks a reduce operation FSDP2 divides in (:mod:`.reductions`), every
@@ -59,12 +65,12 @@ def shard_model(model: Any, mesh: Any, module: Any, precision: ShardPrecision, s
         if kwargs:
             options["mp_policy"] = module.MixedPrecisionPolicy(**kwargs)
     fully_shard = module.fully_shard
-    sharded = [fully_shard(unit, mesh=mesh, **options) for unit in list(shard_units(model))]
-    sharded.append(fully_shard(model, mesh=mesh, **options))
+    units = [fully_shard(unit, mesh=mesh, **options) for unit in list(shard_units(model))]
+    sharded: _M = fully_shard(model, mesh=mesh, **options)  # the same module, its class now also FSDPModule
     if reduction is not None and reduction.force_sum:
-        for unit in sharded:  # each FSDP module keeps its own flag (its parameter group's)
+        for unit in (*units, sharded):  # each FSDP module keeps its own flag (its parameter group's)
             unit.set_force_sum_reduction_for_comms(True)
-    return sharded[-1]
+    return sharded
 
 
 def _need_force_sum(module: Any, why: str) -> None:

@@ -88,8 +88,8 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     compile_policy = _compile_policy(hooks, cand, build, settings)
     step_answer = hooks.step_boundary(cand, build)
     step = step_answer[1] if step_answer else StepBoundary.eager(cand.label)
-    mesh_answer = hooks.mesh_support(cand, build, backend)
-    mesh = mesh_answer[1] if mesh_answer else _torch_mesh_support(cand.device_type, build, backend)
+    mesh_answer = hooks.mesh_support(cand, build, backend.name)
+    mesh = mesh_answer[1] if mesh_answer else _torch_mesh_support(cand.device_type, build, backend.name)
     from ezpz.startup.threads import choose_threads, probe_thread_facts
 
     threads = choose_threads(probe_thread_facts(environ, launch.local_world_size, launch.launcher))
@@ -98,10 +98,10 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
                      mesh=mesh)
 
 
-def _torch_mesh_support(device_type: str, build: TorchBuild, backend: BackendChoice) -> MeshSupport:
+def _torch_mesh_support(device_type: str, build: TorchBuild, backend: str) -> MeshSupport:
     """No plugin described meshes here: torch's own way, with the reduce operations gloo lacks when the backend
     is gloo (torch's own backend, on any device: :mod:`ezpz.plugin_kit.gloo_reductions`)."""
-    if backend.name != "gloo":
+    if backend != "gloo":
         return MeshSupport.default(device_type)
     from ezpz.plugin_kit.gloo_reductions import gloo_mesh_support
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # names for the annotations only: with `from __future__ impor
     from collections.abc import Mapping
 
     from ezpz.compiling import CompilePolicy
+    from ezpz.cuda_answers import CudaAnswers
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
@@ -180,7 +181,7 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
 
 
 @hookimpl
-def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: str) -> MeshSupport | None:
     """The reduce operations emuccl lacks (gloo's, and ``EMUCCL_REFUSE_REDUCE_OPS``): ``rt.shard`` reduces with SUM."""
     from ezpz.plugin_kit import facts_if_ours
 
@@ -189,7 +190,7 @@ def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: Backe
         return None
     from ezpz_example_emu.core import BACKEND, mesh_support
 
-    return mesh_support(facts, build) if backend.name == BACKEND else None
+    return mesh_support(facts, build) if backend == BACKEND else None
 
 
 @hookimpl
@@ -229,7 +230,7 @@ def keep_shared_parameters_on_move() -> str:
 
 
 @hookimpl
-def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> CudaAnswers | None:
     """What emu answers a script written for CUDA: no capability, streams, events, graphs or pinned memory;
     emuccl runs gloo underneath, so no ``ReduceOp.AVG``."""
     from ezpz.plugin_kit import facts_if_ours
