@@ -185,7 +185,7 @@ class StepBoundary:
 REDUCE_OPS = frozenset({"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"})
 
 
-def _reduce_ops(instance: object, attribute: attr.Attribute, value: frozenset[str]) -> None:
+def _reduce_ops(instance: object, attribute: attr.Attribute[frozenset[str]], value: frozenset[str]) -> None:
     unknown = sorted(value - REDUCE_OPS)
     if unknown:
         raise ValueError(f"{type(instance).__name__}.{attribute.name}: {unknown} are not ReduceOp names; "

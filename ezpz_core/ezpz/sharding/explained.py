@@ -38,7 +38,7 @@ def sharding_decision(support: MeshSupport, amp: AmpPolicy, device: str) -> Deci
         details["unsupported_reduce_ops"] = sorted(support.unsupported_reduce_ops)
     dtype = precision.param_dtype or "fp32"
     other = "fp32" if precision.param_dtype else None
-    alternatives = ((Alternative(name=f"{other} parameters", reason="pass mp_policy= to rt.shard() to choose"),)
+    alternatives: tuple[Alternative, ...] = ((Alternative(name=f"{other} parameters", reason="pass mp_policy= to rt.shard() to choose"),)
                     if other else ())
     if reduction.rejected:
         alternatives += (Alternative(name="divide factor 1.0", reason=reduction.rejected),)
