@@ -149,7 +149,12 @@ class _Worker:
         except OSError:
             lines = []
         fatal = [i for i, line in enumerate(lines) if line.startswith("Fatal Python error")]
-        said = lines[fatal[-1]:fatal[-1] + 4] if fatal else lines[-3:]
+        if fatal:  # the error, and where the crashing thread was
+            said = lines[fatal[-1]:fatal[-1] + 1]
+            current = [i for i, line in enumerate(lines) if line.startswith("Current thread")]
+            said += lines[current[-1] + 1:current[-1] + 3] if current else []
+        else:
+            said = lines[-3:]
         said = [line.strip() for line in said if line.strip()]
         return how + (f"; it said: {' | '.join(said)[:400]}" if said else "")
 
