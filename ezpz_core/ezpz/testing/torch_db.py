@@ -117,6 +117,7 @@ class _Worker:
             stdout=subprocess.PIPE, stderr=self._log, env=dict(env), text=True, bufsize=1)
         self.task: dict[str, Any] | None = None
         self.sample = 0
+        self.answered: set[int] = set()  # the current entry's samples with a verdict
         self.since = time.monotonic()
         self.ready = False
         threading.Thread(target=self._read, args=(events,), daemon=True).start()
@@ -131,7 +132,7 @@ class _Worker:
         events.put((self, None))
 
     def send(self, task: dict[str, Any]) -> None:
-        self.task, self.sample, self.since = task, task["start"], time.monotonic()
+        self.task, self.sample, self.since, self.answered = task, task["start"], time.monotonic(), set()
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(task) + "\n")
         self.proc.stdin.flush()
@@ -257,7 +258,12 @@ def _drive(pool: list[_Worker], todo: list[dict[str, Any]], results: list[dict[s
 
     def feed(w: _Worker) -> None:
         if todo and time.monotonic() < deadline:
-            w.send(todo.pop(0))
+            task = todo.pop(0)
+            try:
+                w.send(task)
+            except OSError:  # it died while idle: the entry waits for the next worker
+                w.task = None
+                todo.insert(0, task)
 
     for w in pool:
         if w.ready:
@@ -279,9 +285,10 @@ def _drive(pool: list[_Worker], todo: list[dict[str, Any]], results: list[dict[s
             died = w.death()
             w.stop()
             if w.task is not None:
-                timed_out = time.monotonic() - w.since > sample_timeout_s
-                record(w.task, w.sample, "crashed", (f"no verdict within {sample_timeout_s:.0f} s, killed; "
-                                                     if timed_out else "") + died, time.monotonic() - w.since)
+                if w.sample not in w.answered:  # it died on this sample (not after its verdict)
+                    timed_out = time.monotonic() - w.since > sample_timeout_s
+                    record(w.task, w.sample, "crashed", (f"no verdict within {sample_timeout_s:.0f} s, killed; "
+                                                         if timed_out else "") + died, time.monotonic() - w.since)
                 if w.sample + 1 < SAMPLES_PER_ENTRY:
                     todo.insert(0, {**w.task, "start": w.sample + 1})
             elif not w.ready:
@@ -299,6 +306,7 @@ def _drive(pool: list[_Worker], todo: list[dict[str, Any]], results: list[dict[s
         elif kind == "begin":
             w.sample, w.since = int(event["sample"]), time.monotonic()
         elif kind == "verdict" and w.task is not None:
+            w.answered.add(int(event["sample"]))
             record(w.task, int(event["sample"]), event["status"], event.get("detail", ""), time.monotonic() - w.since)
         elif kind == "done":
             w.task = None
