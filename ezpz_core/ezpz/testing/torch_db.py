@@ -56,6 +56,10 @@ def default_json_path(plugin: str) -> Path:
     return Path.cwd() / "ezpz-jobs" / "check-plugin" / f"{plugin}-torch-db.json"
 
 
+def _rows(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    return tuple(rows)
+
+
 @frozen(kw_only=True)
 class TorchDbReport:
     """Every sample's verdict on one device; :attr:`summary` is the one-line account."""
@@ -63,7 +67,7 @@ class TorchDbReport:
     plugin: str
     device: str
     seconds: float
-    results: tuple[dict[str, Any], ...] = field(converter=tuple)
+    results: tuple[dict[str, Any], ...] = field(converter=_rows)
     json_path: str = ""
     error: str = ""
 

@@ -240,7 +240,7 @@ def _run_module(info: Any, sample: Any, device: torch.device) -> Verdict:
         outs = [t for t in _flat(out) if isinstance(t, torch.Tensor) and t.requires_grad]
         if not outs or not (leaves or params):
             return out
-        total = sum(t.float().sum() for t in outs)
+        total = torch.stack([t.float().sum() for t in outs]).sum()
         grads = torch.autograd.grad(total, [*params, *leaves], allow_unused=True)
         return out, [g for g in grads if g is not None]
 
