@@ -17,7 +17,7 @@ from ezpz.errors import ConfigError
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("check-plugin", help="run the conformance kit on a plugin (--live, --ops: torch's databases)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("plugin", help="entry-point name (example-emu) or import path (ezpz_example_emu.plugin)")

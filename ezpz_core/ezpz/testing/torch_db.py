@@ -35,6 +35,8 @@ from typing import IO, Any
 
 from attrs import field
 
+from ezpz.primitives import bookkeeping_dir
+from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.testing.torch_db_samples import SAMPLES_PER_ENTRY
 
@@ -51,13 +53,25 @@ def missing_test_dependencies() -> list[str]:
     return [m for m in TEST_DEPENDENCIES if importlib.util.find_spec(m) is None]
 
 
-def default_json_path(plugin: str) -> Path:
-    """``./ezpz-jobs/check-plugin/<plugin>-torch-db.json``: beside ``ezpz launch``'s job directories."""
-    return Path.cwd() / "ezpz-jobs" / "check-plugin" / f"{plugin}-torch-db.json"
+def default_json_path(plugin: str) -> Path | None:
+    """``./ezpz-jobs/check-plugin/<plugin>-torch-db.json`` (beside ``ezpz launch``'s job directories), or its
+    per-user fallback where the current directory is not writable (:mod:`ezpz.primitives.bookkeeping_dir`);
+    None where neither is."""
+    folder = bookkeeping_dir.usable_dir(Path.cwd() / "ezpz-jobs" / "check-plugin", what="torch-database verdicts",
+                                        fix="pass ops_json=PATH (ezpz check-plugin --json PATH)")
+    return None if folder is None else folder / f"{plugin}-torch-db.json"
 
 
-def _rows(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
-    return tuple(rows)
+def _write_json(path: Path | None, payload: dict[str, Any]) -> str:
+    """Where the verdicts went, or why they were not written."""
+    if path is None:
+        return "not written: no writable directory (pass ops_json=PATH)"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(payload, indent=1))
+    except OSError as err:
+        return f"not written to {path}: {err.strerror or err}"
+    return str(path)
 
 
 @frozen(kw_only=True)
@@ -67,7 +81,7 @@ class TorchDbReport:
     plugin: str
     device: str
     seconds: float
-    results: tuple[dict[str, Any], ...] = field(converter=_rows)
+    results: tuple[dict[str, Any], ...] = field(converter=as_tuple)
     json_path: str = ""
     error: str = ""
 
@@ -89,7 +103,8 @@ class TorchDbReport:
         return sum(1 for s in by_entry.values() if s == {"equal"}), len(by_entry)
 
     def not_equal(self, kind: str) -> list[str]:
-        return sorted({r["name"] for r in self.results if r["kind"] == kind and r["status"] not in ("equal", "skipped")})
+        return sorted({r["name"] for r in self.results
+                       if r["kind"] == kind and r["status"] not in ("equal", "skipped")})
 
     def part(self, kind: str) -> str:
         c = self.counts(kind)
@@ -184,7 +199,8 @@ def run_torch_db(
     :param workers: Worker processes (each imports torch and the databases: about 1 GB).
     :param sample_timeout_s: A sample without a verdict by then kills its worker and is ``crashed``.
     :param deadline_s: Past it, no new sample starts; what is left is ``not run``.
-    :param json_path: Where the verdicts go (default :func:`default_json_path`).
+    :param json_path: Where the verdicts go (default :func:`default_json_path`); the report's ``json_path``
+        says where they went, or why not.
     """
     start = time.monotonic()
     missing = missing_test_dependencies()
@@ -226,11 +242,10 @@ def run_torch_db(
             for w in pool:
                 w.stop()
     report = TorchDbReport(plugin=plugin, device=device, seconds=time.monotonic() - start, results=results)
-    path = Path(json_path) if json_path else default_json_path(plugin)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"plugin": plugin, "device": device, "seconds": round(report.seconds, 1),
-                                "summary": report.summary, "results": results}, indent=1))
-    return TorchDbReport(plugin=plugin, device=device, seconds=report.seconds, results=results, json_path=str(path))
+    where = _write_json(Path(json_path) if json_path else default_json_path(plugin),
+                        {"plugin": plugin, "device": device, "seconds": round(report.seconds, 1),
+                         "summary": report.summary, "results": results})
+    return TorchDbReport(plugin=plugin, device=device, seconds=report.seconds, results=results, json_path=where)
 
 
 def _ready(w: _Worker, events: queue.Queue[Any]) -> tuple[str, str]:

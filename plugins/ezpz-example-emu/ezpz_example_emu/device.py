@@ -622,7 +622,7 @@ def register() -> EmuModule:
         impl.impl("scaled_dot_product_attention", _attention, "AutogradPrivateUse1")
         from .rnn_cells import register_rnn_cells
 
-        register_rnn_cells(impl, "PrivateUse1")
+        register_rnn_cells(impl, "PrivateUse1", to_cpu_alias, to_emu)
         for name in _LOWER:
             impl.impl(name, _autocast_kernel(name, lower=True), "AutocastPrivateUse1")
         for name in _FP32:
