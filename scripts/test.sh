@@ -50,7 +50,7 @@ DOCS=("mkdocs==1.6.1" "mkdocs-material==9.8.1" "mkdocstrings[python]==1.0.8" "mk
 PINS=${EZPZ_TEST_PINS:-constraints.txt}
 TORCH_PIN=$(grep -m1 '^torch==' "$PINS") || { echo "$PINS pins no torch (a line torch==VERSION)" >&2; exit 2; }
 $PY -m pip install -q -c "$PINS" "$TORCH_PIN" setuptools build "${TOOLS[@]}" "${DOCS[@]}"
-$PY -m pip install -q -c "$PINS" --no-build-isolation -e ".[port]" "${present[@]/#/-e}"
+$PY -m pip install -q -c "$PINS" --no-build-isolation -e ".[port,kit]" "${present[@]/#/-e}"
 # DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
 # torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
 DS_BUILD_OPS=0 $PY -m pip install -q -c "$PINS" --no-build-isolation "deepspeed==0.19.8"
