@@ -8,6 +8,7 @@
 #   EZPZ_TEST_VENV=/path bash scripts/test.sh   # another venv than .venv-test/ (created if missing)
 #   EZPZ_TEST_PINS=pins.txt bash scripts/test.sh # pins (torch==...) for that venv other than constraints.txt
 #   bash scripts/test.sh tests/test_setup.py -x  # install as always, then only this pytest run
+#   EZPZ_NO_PREPARE=1 bash scripts/test.sh      # the compat/XLA venvs made when their suites run, not in the background
 #
 # Everything is installed into .venv-test/ (git-ignored; created on the first run with ${PYTHON:-python3} -m venv,
 # reused after), never into the Python or venv you run this from: your `pip list` stays as it was.
