@@ -59,6 +59,7 @@ class Selector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        os.environ.pop(ONLY_VAR, None)  # for this run only: never a pytest run a test starts
         keep = [item for item in items if self.record.get(item.nodeid) != UNTOUCHED]
         dropped = [item for item in items if self.record.get(item.nodeid) == UNTOUCHED]
         if dropped:
@@ -88,6 +89,7 @@ class Recorder:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
+        os.environ.pop(RECORD_VAR, None)  # for this run only: never a pytest run a test starts
         self.current = item.nodeid
         self.passed[item.nodeid] = True
         try:
