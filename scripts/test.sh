@@ -113,7 +113,7 @@ fi
 
 # The venvs of the compatibility and XLA suites, made in the background (network-bound: about 2.7 GB for each of
 # the two CUDA builds of torch, 7 GB for torch 2.9.0 + torch-xla) while the core suite runs, where the disk has room
-# for all three at once (about 20 GB; else each suite makes its own later, as it always could). Niced: the tests
+# for all three at once (about 20 GB: 30 GB free is asked; else each suite makes its own later, as before). Niced: the tests
 # come first. A failed prepare is not a failure: its log is printed, and the suite makes what is missing itself.
 prep=$(mktemp -d)
 want_compat=$([ "${EZPZ_SKIP_COMPAT:-0}" != 1 ] && echo 1 || echo 0)
