@@ -51,7 +51,7 @@ def test_the_plugin_implements_every_hook_a_device_plugin_answers() -> None:
 
 @pytest.mark.parametrize("module", ["device.py", "rnn_cells.py", "collectives.py"])
 def test_emus_device_code_is_the_template_rendered_for_emu(module: str) -> None:
-    values = {"device": "emu", "Device": "Emu", "package": "ezpz_example_emu", "backend": "emuccl"}
+    values = {"device": "emu", "Device": "Emu", "package": "ezpz_example_emu", "backend": "emuccl", "BACKEND": "EMUCCL"}
     assert render_template(f"emulated/{module}.tmpl", values) == (EMU / module).read_text(), (
         f"plugins/ezpz-example-emu/ezpz_example_emu/{module} and ezpz/cli/plugin_templates/emulated/{module}.tmpl "
         "differ: change the template and render it for emu")
