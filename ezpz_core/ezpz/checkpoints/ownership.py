@@ -68,9 +68,11 @@ def _marker_is_ezpz(path: Path) -> bool:
     return isinstance(data, dict) and isinstance(data.get("format"), int) and not isinstance(data["format"], bool)
 
 
-def _refuse(path: Path, found: str, who: str) -> CheckpointError:
+def _refuse(path: Path, found: str, who: str, named: Path | None = None) -> CheckpointError:
+    """The refusal of ``path``; ``named`` is the path the save was given, when ``path`` is a hidden sibling of it."""
+    beside = " (beside it, under a name a save of it uses)" if named is not None else ""
     return CheckpointError(
-        name=f"{who}({str(path)!r})", value=f"{path} is {found}",
+        name=f"{who}({str(named or path)!r})", value=f"{path}{beside} is {found}",
         expected="a path where nothing is, an empty directory, or an ezpz checkpoint (its marker "
                  f"{MARKER} and only the files a save writes): a save never writes over what ezpz did not write",
         fix="choose another path (e.g. a new directory named with ezpz.checkpoints.checkpoint_name(step)), "
@@ -99,13 +101,13 @@ def claim(path: Path, who: str = "save_checkpoint") -> Claim:
     return Claim.CHECKPOINT
 
 
-def remove_owned(path: Path, who: str = "save_checkpoint") -> None:
+def remove_owned(path: Path, who: str = "save_checkpoint", named: Path | None = None) -> None:
     """Delete ``path``, a directory ezpz wrote: each file a save writes, then the directory. Anything else in it is
     refused before a file goes, so a directory that is not ezpz's is never emptied."""
     foreign = _foreign_entries(path)
     if foreign:
         raise _refuse(path, f"a directory holding {', '.join(foreign[:_SHOWN])} besides checkpoint files; ezpz "
-                            "removes only what it wrote", who)
+                            "removes only what it wrote", who, named)
     for entry in os.scandir(path):
         os.unlink(entry.path)
     os.rmdir(path)
@@ -124,12 +126,12 @@ def tidy(final: Path, who: str = "save_checkpoint") -> None:
     set_aside, staging = set_aside_path(final), staging_path(final)
     if os.path.lexists(set_aside):
         if not _is_dir(set_aside):
-            raise _refuse(set_aside, "not a directory ezpz set aside", who)
+            raise _refuse(set_aside, "not a directory ezpz set aside", who, final)
         if not os.path.lexists(final) and is_complete(set_aside) and not _foreign_entries(set_aside):
             os.rename(set_aside, final)  # the replace stopped between its two renames: the old one goes back
         else:
-            remove_owned(set_aside, who)
+            remove_owned(set_aside, who, final)
     if os.path.lexists(staging):
         if not _is_dir(staging):
-            raise _refuse(staging, "not a directory ezpz stages a save in", who)
-        remove_owned(staging, who)
+            raise _refuse(staging, "not a directory ezpz stages a save in", who, final)
+        remove_owned(staging, who, final)

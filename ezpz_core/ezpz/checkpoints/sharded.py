@@ -111,15 +111,19 @@ def _path(directory: object, who: str) -> Path:
     return Path(raw).absolute()
 
 
+def _first_line(err: object) -> str:
+    if isinstance(err, tuple) and err:  # DCP keeps (exception, traceback) per rank
+        err = err[0]
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:500]
+
+
 def _failure(where: str, err: BaseException) -> str:
     """``err`` in one line, its cause first: DCP's ``CheckpointException`` is unpacked to each rank's failure."""
     failures = getattr(err, "failures", None)
     if isinstance(failures, dict) and failures:
-        parts = [f"rank {rank}: {type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
-                 for rank, e in sorted(failures.items())]
-        return f"{where}: {'; '.join(parts)}"
-    text = " ".join(str(err).split())
-    return f"{where}: {type(err).__name__}: {text[:500]}"
+        return f"{where}: {'; '.join(f'rank {rank}: {_first_line(e)}' for rank, e in sorted(failures.items()))}"
+    return f"{where}: {_first_line(err)}"
 
 
 def _collective_error(path: Path, who: str, step: str, err: BaseException) -> CheckpointError:

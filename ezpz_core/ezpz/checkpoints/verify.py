@@ -88,7 +88,7 @@ def _metadata(path: Path, sizes: Mapping[str, int]) -> Metadata:
         return read_metadata(io.BytesIO(raw))
     except Exception as err:  # a damaged pickle fails in many ways (EOFError, UnpicklingError, KeyError, ...)
         refused = "not part of a checkpoint index" in str(err)
-        value = (f"{METADATA!r} holds {what_it_runs(err)}, not a checkpoint index; ezpz never executes checkpoint "
+        value = (f"{METADATA!r} holds {what_it_runs(err, raw)}, not a checkpoint index; ezpz never executes checkpoint "
                  f"contents" if refused else
                  f"{METADATA!r} is truncated or damaged ({sizes.get(METADATA, 0)} bytes; written by rank 0 last in "
                  f"the save): {type(err).__name__}: {err}")
@@ -117,7 +117,12 @@ def _check_fingerprints(path: Path, recorded: Any) -> None:
     for name, expected in sorted(recorded.items()):
         if not os.path.isfile(path / name):
             raise _error(path, f"{name!r} is missing (written by {shard_writer(name)})", _OTHER)
-        found = fingerprint(path / name)
+        try:
+            found = fingerprint(path / name)
+        except OSError as err:
+            raise _error(path, f"cannot read {name!r} (written by {shard_writer(name)}): {type(err).__name__}: "
+                               f"{err.strerror or err}", "check the file's permissions and that this host sees the "
+                               "file system every rank wrote to") from err
         if found != expected:
             how = (f"{found[0]} bytes, the save wrote {expected[0]}" if isinstance(expected, list) and expected
                    and found[0] != expected[0] else "its contents differ from what the save wrote")
@@ -132,7 +137,7 @@ def _values(path: Path) -> dict[str, Any]:
     try:
         saved = load_weights_only(io.BytesIO(raw))
     except Exception as err:  # torch.load's failures are many kinds; each is a file that is not plain values
-        raise _error(path, f"{VALUES!r} holds {what_it_runs(err)} (written by rank 0); ezpz loads checkpoint "
+        raise _error(path, f"{VALUES!r} holds {what_it_runs(err, raw)} (written by rank 0); ezpz loads checkpoint "
                            "contents with weights_only=True and never executes them",
                      _OTHER, expected="plain values: numbers, strings, lists, dicts, tensors") from err
     if not (isinstance(saved, dict) and isinstance(saved.get("values"), dict)
@@ -147,8 +152,9 @@ def check_files(path: Path) -> tuple[dict[str, Any], Metadata, dict[str, Any]]:
     sizes = _plain_files(path)
     metadata = _metadata(path, sizes)
     _check_shards(path, metadata, sizes)
+    values = _values(path)  # what a file holds is named before whether it is the one saved
     _check_fingerprints(path, marker.get("files"))
-    return marker, metadata, _values(path)
+    return marker, metadata, values
 
 
 def _leaves(obj: Any, prefix: str) -> Any:
