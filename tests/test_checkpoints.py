@@ -119,6 +119,22 @@ def test_wrong_state_is_refused_naming_the_input(rt, tmp_path):
         rt.load_checkpoint(path, net=model)
 
 
+def test_runtime_methods_name_a_wrong_argument_and_what_is_allowed(rt, tmp_path):
+    from ezpz.errors import ConfigError
+
+    model = nn.Linear(2, 2)
+    for call, said in ((lambda: rt.shard("model"), r"rt\.shard\(model\)='model'.*torch\.nn\.Module"),
+                       (lambda: rt.shard(model, mesh="dp"), r"rt\.shard\(model, mesh\).*DeviceMesh"),
+                       (lambda: rt.mesh(dp="1"), r"rt\.mesh\(dp=\.\.\.\)='1'.*positive number"),
+                       (lambda: rt.save_checkpoint(7, model=model), r"rt\.save_checkpoint\(directory\)=7.*os\.PathLike"),
+                       (lambda: rt.save_checkpoint("", model=model), r"rt\.save_checkpoint\(directory\)=''"),
+                       (lambda: rt.load_checkpoint(b"ck", model=model), r"rt\.load_checkpoint\(directory\)=b'ck'"),
+                       (lambda: rt.load_checkpoint(tmp_path, model="model"), r"load_checkpoint\(model=\.\.\.\)='model'.*modules")):
+        with pytest.raises(ConfigError, match=said):
+            call()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_finding_the_latest_checkpoint_imports_no_torch(tmp_path):
     """A launcher asks where a job resumes without paying for torch."""
     import subprocess
