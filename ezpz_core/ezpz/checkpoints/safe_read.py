@@ -80,7 +80,7 @@ def _globals_in(data: bytes) -> list[str]:
                 if opcode.name == "GLOBAL":
                     found.append(arg.replace(" ", "."))
                 strings = [*strings[-1:], arg]
-            elif opcode.name == "STACK_GLOBAL" and len(strings) == 2:
+            elif opcode.code == "\x93" and len(strings) == 2:  # STACK_GLOBAL: module and name pushed before it
                 found.append(".".join(strings))
     except (ValueError, EOFError):  # a damaged pickle: what was read so far
         pass
