@@ -17,7 +17,7 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata, TensorStorageMetadata
@@ -30,6 +30,7 @@ __all__ = ["check_files", "check_shapes", "fingerprint"]
 
 _BLOCK = 1 << 16  # bytes hashed at the start, middle and end of a file
 _SHOWN = 6  # mismatched keys named in full
+_SNIFF = 64 << 20  # bytes of a refused pickle read to name what it calls
 
 
 def fingerprint(path: Path) -> list[Any]:
@@ -40,7 +41,7 @@ def fingerprint(path: Path) -> list[Any]:
     """
     size = os.stat(path).st_size
     digest = hashlib.blake2b(str(size).encode(), digest_size=16)
-    with open(path, "rb") as f:
+    with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
         for start in sorted({0, max(0, size // 2 - _BLOCK // 2), max(0, size - _BLOCK)}):
             f.seek(start)
             digest.update(f.read(_BLOCK))
@@ -70,29 +71,36 @@ def _plain_files(path: Path) -> dict[str, int]:
     return sizes
 
 
-def _read(path: Path, name: str, what: str) -> bytes:
+def _open(path: Path, name: str, what: str) -> BinaryIO:
+    """``name`` opened for reading, non-blocking (a FIFO swapped in after the check cannot hang the read)."""
     try:
-        with open(path / name, "rb") as f:
-            return f.read()
+        return os.fdopen(os.open(path / name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
     except OSError as err:
         raise _error(path, f"cannot read {name!r} ({what}, written by {shard_writer(name)}): "
                            f"{type(err).__name__}: {err.strerror or err}",
                      "check the file's permissions and that this host sees the file system every rank wrote to") from err
 
 
-def _metadata(path: Path, sizes: Mapping[str, int]) -> Metadata:
-    import io
-
-    raw = _read(path, METADATA, "torch.distributed.checkpoint's index")
+def _head(f: BinaryIO) -> bytes:
+    """The start of a refused file, for naming what it would run: read only so far (a huge file is not loaded)."""
     try:
-        return read_metadata(io.BytesIO(raw))
-    except Exception as err:  # a damaged pickle fails in many ways (EOFError, UnpicklingError, KeyError, ...)
-        refused = "not part of a checkpoint index" in str(err)
-        value = (f"{METADATA!r} holds {what_it_runs(err, raw)}, not a checkpoint index; ezpz never executes checkpoint "
-                 f"contents" if refused else
-                 f"{METADATA!r} is truncated or damaged ({sizes.get(METADATA, 0)} bytes; written by rank 0 last in "
-                 f"the save): {type(err).__name__}: {err}")
-        raise _error(path, value, _OTHER) from err
+        f.seek(0)
+        return f.read(_SNIFF)
+    except OSError:
+        return b""
+
+
+def _metadata(path: Path, sizes: Mapping[str, int]) -> Metadata:
+    with _open(path, METADATA, "torch.distributed.checkpoint's index") as f:
+        try:
+            return read_metadata(f)
+        except Exception as err:  # a damaged pickle fails in many ways (EOFError, UnpicklingError, KeyError, ...)
+            refused = "not part of a checkpoint index" in str(err)
+            value = (f"{METADATA!r} holds {what_it_runs(err, _head(f))}, not a checkpoint index; ezpz never executes "
+                     "checkpoint contents" if refused else
+                     f"{METADATA!r} is truncated or damaged ({sizes.get(METADATA, 0)} bytes; written by rank 0 last "
+                     f"in the save): {type(err).__name__}: {err}")
+            raise _error(path, value, _OTHER) from err
 
 
 def _check_shards(path: Path, metadata: Metadata, sizes: Mapping[str, int]) -> None:
@@ -131,15 +139,13 @@ def _check_fingerprints(path: Path, recorded: Any) -> None:
 
 
 def _values(path: Path) -> dict[str, Any]:
-    import io
-
-    raw = _read(path, VALUES, "the plain values")
-    try:
-        saved = load_weights_only(io.BytesIO(raw))
-    except Exception as err:  # torch.load's failures are many kinds; each is a file that is not plain values
-        raise _error(path, f"{VALUES!r} holds {what_it_runs(err, raw)} (written by rank 0); ezpz loads checkpoint "
-                           "contents with weights_only=True and never executes them",
-                     _OTHER, expected="plain values: numbers, strings, lists, dicts, tensors") from err
+    with _open(path, VALUES, "the plain values") as f:
+        try:
+            saved = load_weights_only(f)
+        except Exception as err:  # torch.load's failures are many kinds; each is a file that is not plain values
+            raise _error(path, f"{VALUES!r} holds {what_it_runs(err, _head(f))} (written by rank 0); ezpz loads "
+                               "checkpoint contents with weights_only=True and never executes them",
+                         _OTHER, expected="plain values: numbers, strings, lists, dicts, tensors") from err
     if not (isinstance(saved, dict) and isinstance(saved.get("values"), dict)
             and isinstance(saved.get("stateful"), dict)):
         raise _error(path, f"{VALUES!r} holds a {type(saved).__name__}, not the record save_checkpoint writes", _OTHER)
