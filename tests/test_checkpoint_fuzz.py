@@ -107,6 +107,11 @@ def test_every_hostile_checkpoint_fails_on_both_ranks_of_one_job(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     rows = [json.loads((tmp_path / f"rows-{rank}.json").read_text()) for rank in (0, 1)]
+    for rank in (0, 1):
+        refused = rows[rank].pop(0)
+        assert refused["checkpoint_error"] and "a directory holding 'metrics.csv', 'sub'" in refused["first"], refused
+    assert sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "results").rglob("*")) == [
+        "results/metrics.csv", "results/sub", "results/sub/log.txt"]
     expected = cases(rank=1)
     assert [r["case"] for r in rows[0]] == [r["case"] for r in rows[1]] == [c.name for c in expected]
     for case, *both in zip(expected, *rows):

@@ -2,7 +2,8 @@
 
 ``checkpoint_fuzz.py OUT``: both ranks save two checkpoints of a sharded model (OUT/good, OUT/other,
 different values); then, for each case of tests/checkpoint_cases.py (shards named for rank 1), rank 0
-damages a copy and both ranks load it into a fresh sharded model and optimizer, catching ``Exception``.
+damages a copy and both ranks load it into a fresh sharded model and optimizer, catching ``Exception``;
+first, both ranks save over a user's directory (OUT/results), which must be refused on both.
 Each rank writes OUT/rows-<rank>.json: per case the error's type, whether it is a CheckpointError, its
 first line, its cause's type and the seconds the load took.
 """
@@ -38,6 +39,17 @@ for name, seed in (("good", 0), ("other", 1)):
     model, opt = trained("same", seed)
     rt.save_checkpoint(OUT / name, model=model, optim=opt, step=seed)
 rows = []
+if rt.rank == 0:  # a user's directory where a save is pointed: refused on both ranks, every file intact
+    (OUT / "results" / "sub").mkdir(parents=True)
+    (OUT / "results" / "metrics.csv").write_text("step,loss\n")
+    (OUT / "results" / "sub" / "log.txt").write_text("a week of runs\n")
+rt.barrier()
+try:
+    rt.save_checkpoint(OUT / "results", model=trained("same", 0)[0], step=1)
+    rows.append({"case": "save over a user's directory", "error": None})
+except Exception as err:
+    rows.append({"case": "save over a user's directory", "error": type(err).__name__,
+                 "checkpoint_error": isinstance(err, CheckpointError), "first": str(err).splitlines()[0]})
 for n, case in enumerate(cases(rank=rt.world_size - 1)):
     ck = OUT / "cases" / f"case-{n:02d}"
     if rt.rank == 0:
