@@ -109,9 +109,9 @@ class SafeReader(FileSystemReader):
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         with open(Path(self.path) / ".metadata", "rb") as f:
             metadata = read_metadata(f)
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
+        storage_meta = getattr(metadata, "storage_meta", None) or StorageMeta()  # as DCP's own reader does
+        storage_meta.load_id = self.load_id
+        metadata.storage_meta = storage_meta
         return metadata
 
 
