@@ -230,8 +230,10 @@ def save_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any])
 
     def prepare() -> None:
         values.append(_values_bytes(sorted_state))
-        tidy(final)  # what an interrupted save of this path left: ezpz's own directories only
-        claim(final)  # refuses what ezpz did not write, before anything is
+        if os.path.lexists(final):
+            claim(final)  # refuses what ezpz did not write, before anything is touched
+        tidy(final)  # what an interrupted save of this path left (ezpz's own directories only); may put one back
+        claim(final)
         final.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
 

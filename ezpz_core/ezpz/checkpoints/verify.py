@@ -41,7 +41,7 @@ def fingerprint(path: Path) -> list[Any]:
     """
     size = os.stat(path).st_size
     digest = hashlib.blake2b(str(size).encode(), digest_size=16)
-    with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
         for start in sorted({0, max(0, size // 2 - _BLOCK // 2), max(0, size - _BLOCK)}):
             f.seek(start)
             digest.update(f.read(_BLOCK))
@@ -74,7 +74,7 @@ def _plain_files(path: Path) -> dict[str, int]:
 def _open(path: Path, name: str, what: str) -> BinaryIO:
     """``name`` opened for reading, non-blocking (a FIFO swapped in after the check cannot hang the read)."""
     try:
-        return os.fdopen(os.open(path / name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+        return os.fdopen(os.open(path / name, os.O_RDONLY | os.O_NONBLOCK), "rb")
     except OSError as err:
         raise _error(path, f"cannot read {name!r} ({what}, written by {shard_writer(name)}): "
                            f"{type(err).__name__}: {err.strerror or err}",
