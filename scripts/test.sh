@@ -78,6 +78,8 @@ fi
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   # The import contracts in pyproject.toml: layers, launch detection apart from launch driving, no core -> original.
   run $PY -c "from importlinter.cli import lint_imports_command; lint_imports_command()"
+  # mypy over the core ([tool.mypy] in pyproject.toml): strict on the kernel, the fronts typed at their seams.
+  run $PY -m mypy
   # Each plugin's own contracts ([tool.importlinter] in its pyproject.toml): no import circle among its modules, and
   # its layers (entry module on top).
   for p in "${present[@]}"; do

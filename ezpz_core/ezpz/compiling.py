@@ -9,8 +9,8 @@ calls :func:`compile_model`. Nothing here imports torch at module level.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import attr
 from attr import field
@@ -34,6 +34,9 @@ __all__ = [
     "triton_installed",
 ]
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 #: Need nothing from the device: ``eager`` only traces with TorchDynamo, ``none`` skips compiling.
 ALWAYS_AVAILABLE: Mapping[str, str] = {
     "eager": "TorchDynamo tracing with eager kernels needs no device compiler",
@@ -41,7 +44,7 @@ ALWAYS_AVAILABLE: Mapping[str, str] = {
 }
 
 
-def _explained(instance: object, attribute: attr.Attribute, value: str) -> None:
+def _explained(instance: object, attribute: attr.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
 
@@ -154,7 +157,7 @@ def apply_compile_request(policy: CompilePolicy, requested: str, *, device: str,
     )
 
 
-def compile_model(model: Any, policy: CompilePolicy, **overrides: Any) -> Any:
+def compile_model(model: Callable[_P, _R], policy: CompilePolicy, **overrides: Any) -> Callable[_P, _R]:
     """``torch.compile(model, backend=..., mode=..., options=...)`` per ``policy``; keyword overrides win.
 
     Returns ``model`` unchanged when the policy's backend is ``none`` and no

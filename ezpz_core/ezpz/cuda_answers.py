@@ -20,15 +20,20 @@ from ezpz.primitives.frozen_records import frozen
 __all__ = ["CudaAnswers"]
 
 
-def _explained(instance: object, attribute: attr.Attribute, value: str) -> None:
+def _explained(instance: object, attribute: attr.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
 
 
-def _capability(instance: object, attribute: attr.Attribute, value: Any) -> None:
+def _capability(instance: object, attribute: attr.Attribute[Any], value: Any) -> None:
     if value is not None and not (isinstance(value, tuple) and len(value) == 2
                                   and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
         raise ValueError(f"CudaAnswers.capability must be None or (major, minor) ints, not {value!r}")
+
+
+def _as_capability(value: Any) -> Any:
+    """A JSON list ``[major, minor]`` as the tuple; anything else as given, for the validator to judge."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 @frozen(kw_only=True)
@@ -50,7 +55,7 @@ class CudaAnswers:
     reason: str = field(validator=_explained)
     redirect: bool = True
     capability: tuple[int, int] | None = field(default=None, validator=_capability,
-                                               converter=lambda v: tuple(v) if isinstance(v, list) else v)
+                                               converter=_as_capability)
     properties: Mapping[str, Any] = field(factory=dict, converter=as_dict, hash=False)
     streams: bool | None = None
     events: bool | None = None

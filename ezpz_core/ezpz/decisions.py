@@ -35,7 +35,7 @@ PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32")
 _TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def _explained(instance: object, attribute: attr.Attribute, value: str) -> None:
+def _explained(instance: object, attribute: attr.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
 
@@ -281,11 +281,12 @@ class Explanation:
         """Plain data for JSON, secrets scrubbed (:mod:`ezpz.primitives.redact`)."""
         from ezpz.primitives.redact import scrub_data
 
-        return scrub_data({
+        scrubbed: dict[str, Any] = scrub_data({
             "decisions": [attr.asdict(d, value_serializer=_jsonable, retain_collection_types=True)
                           for d in self.decisions],
             "plugins": [dict(p) for p in self.plugins],
         })
+        return scrubbed
 
     def __str__(self) -> str:
         """The trace as text, secrets scrubbed (:mod:`ezpz.primitives.redact`)."""

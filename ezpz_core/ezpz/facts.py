@@ -63,7 +63,7 @@ class Alternative:
     ``ezpz doctor`` counts it as a problem."""
 
 
-def _nonempty(instance: object, attribute: attr.Attribute, value: str) -> None:
+def _nonempty(instance: object, attribute: attr.Attribute[str], value: str) -> None:
     if not value or not value.strip():
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty explanation")
 
@@ -129,7 +129,7 @@ class ProbeReport:
         return cls(candidates=(candidate,))
 
 
-def _layout_consistent(instance: LaunchEnv, attribute: attr.Attribute, value: object) -> None:
+def _layout_consistent(instance: LaunchEnv, attribute: attr.Attribute[int], value: object) -> None:
     """Safety net; detectors raise LaunchEnvError naming the variable first."""
     env = instance
     if not (0 <= env.rank < env.world_size):
@@ -191,8 +191,8 @@ class LaunchEnv:
         if self.launcher == "single":
             said = self.reason.removeprefix("one process: ") if self.reason.startswith("one process: ") else ""
             return f"no launcher: {ranks} on {nodes} ({said or 'no launcher variables set'})"
-        said = [_variable(self.sources.get(k, "")) for k in ("launcher", "rank")]
-        named = ", ".join(dict.fromkeys(s for s in said if s)) or self.reason
+        variables = [_variable(self.sources.get(k, "")) for k in ("launcher", "rank")]
+        named = ", ".join(dict.fromkeys(s for s in variables if s)) or self.reason
         return f"{self.launcher}: {ranks} on {nodes} ({named})"
 
 

@@ -357,8 +357,9 @@ def teardown() -> None:
 def _quiesce_gloo(torch: Any, dist: Any) -> None:
     """Before destroying the group: gloo's workers past their last collective, unless a failure is in flight."""
     log = _log.get_logger("ezpz.teardown")
-    if sys.exc_info()[0] is not None:
-        log.debug("gloo_quiesce", done=False, reason=f"skipped: {sys.exc_info()[0].__name__} is propagating on this "
+    propagating = sys.exc_info()[0]
+    if propagating is not None:
+        log.debug("gloo_quiesce", done=False, reason=f"skipped: {propagating.__name__} is propagating on this "
                   "rank, and its peers may be inside another collective")
         time.sleep(0.02)  # still: a worker waiting only for the GIL can drop its collective now
         return

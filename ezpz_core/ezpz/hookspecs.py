@@ -214,7 +214,7 @@ def ezpz_step_boundary(device: DeviceCandidate, build: TorchBuild) -> StepBounda
 
 
 @hookspec(firstresult=True)
-def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: str) -> MeshSupport | None:
     """Say how ``backend`` builds a ``DeviceMesh``'s groups on ``device``, and whether FSDP2 runs there.
 
     First result. Answer only for a device your plugin offered. :meth:`ezpz.runtime.Runtime.mesh` and
@@ -235,7 +235,7 @@ def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: Backe
 
     :param device: The chosen device candidate.
     :param build: The installed torch's build facts.
-    :param backend: The collective backend chosen for it.
+    :param backend: The name of the collective backend chosen for it (``plan.backend.name``).
     :return: A :class:`~ezpz.decisions.MeshSupport`, or None.
 
     .. versionadded:: 1.1
@@ -307,7 +307,8 @@ def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) 
 
     :param device: The chosen device candidate.
     :param build: The installed torch's build facts.
-    :param backend: The collective backend ``setup()`` chose (``plan.backend.name``).
+    :param backend: The name of the collective backend the process group runs (``runtime.backend``: the one
+        ``setup()`` chose, ``plan.backend.name``, unless it adopted a group made with another).
     :return: A :class:`~ezpz.cuda_answers.CudaAnswers` with its reason, or None (then the device's torch
         module answers).
 

@@ -10,8 +10,10 @@ from ezpz.primitives.markers import hookimpl
 
 if TYPE_CHECKING:  # records and policies are imported in the hook bodies to keep `import ezpz` cheap
     from ezpz.compiling import CompilePolicy
+    from ezpz.cuda_answers import CudaAnswers
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, PrecisionOption, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.failures.signatures import FailureSignature
     from ezpz.builtin.cpu_facts import CpuFacts
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX512-BF16 / AMX-BF16; aarch64 FEAT_BF16
@@ -176,7 +178,7 @@ GLOO_SIGNATURES = (
 
 
 @hookimpl(trylast=True)
-def ezpz_failure_signatures() -> list[Any]:
+def ezpz_failure_signatures() -> list[FailureSignature]:
     """gloo's and torch's store failure texts (every job has them: gloo carries CPU collectives everywhere)."""
     from ezpz.failures.signatures import FailureSignature
 
@@ -184,7 +186,7 @@ def ezpz_failure_signatures() -> list[Any]:
 
 
 @hookimpl(trylast=True)
-def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> CudaAnswers | None:
     """What the CPU answers a script written for CUDA (``python -m ezpz.cuda_compat``): no CUDA features."""
     from ezpz.plugin_kit import facts_if_ours
 

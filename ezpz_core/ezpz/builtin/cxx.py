@@ -31,11 +31,13 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ezpz.primitives.frozen_records import frozen
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ezpz.compiling import CompileOption
     from ezpz.facts import TorchBuild
 
@@ -77,7 +79,8 @@ def _stamp(path: str) -> list[object] | None:
     return [path, st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev]
 
 
-def _remembered(compiler: str, platform: str, path: str, use_disk: bool) -> tuple[CxxFacts | None, object]:
+def _remembered(compiler: str, platform: str, path: str, use_disk: bool
+                ) -> tuple[CxxFacts | None, tuple[Path, dict[str, Any]] | None]:
     """The facts of an earlier passing probe of this very binary, and the key to store a new one under."""
     from ezpz.primitives import user_cache
 
@@ -104,7 +107,7 @@ def _run_version(compiler: str, platform: str, use_disk: bool = True, writer: bo
     if store is not None and facts.works and writer:
         from ezpz.primitives import user_cache
 
-        file, key = store  # type: ignore[misc]
+        file, key = store
         user_cache.write_json(file, {"key": key, "version": facts.version})
     return facts
 

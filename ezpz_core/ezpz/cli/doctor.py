@@ -20,7 +20,7 @@ from ezpz.decisions import Explanation
 __all__ = ["add_parser", "collect", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="explain what setup() would choose here; exit 1 if something is broken",
                        description=__doc__)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")

@@ -32,7 +32,7 @@ DEFAULT_RSH = "ssh -o BatchMode=yes -o ConnectTimeout=10"
 REMOTE_TIMEOUT_S = 60.0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("kill", help="kill the processes `ezpz launch` started (by their environment marker)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry-run", action="store_true", help="list the processes; signal nothing")

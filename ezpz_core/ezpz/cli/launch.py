@@ -120,7 +120,7 @@ def supervised(args: argparse.Namespace) -> bool:
     return bool(args.timeout or args.retries or args.auto_retry or args.job_dir)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("launch", help="run a command as N processes with the right launcher",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                        usage="ezpz launch [options] -- COMMAND [ARGS...]")

@@ -26,7 +26,7 @@ import ezpz
 from ezpz.errors import ConfigError
 
 if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
+    from importlib.abc import Traversable  # importlib.resources.abc from Python 3.11
 
 __all__ = ["add_parser", "render", "render_template", "run", "template_values"]
 
@@ -35,7 +35,7 @@ _DEVICE = re.compile(r"^[a-z][a-z0-9_]*$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("new-plugin", help="write a new device plugin package (conformant, typed, tested)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", help="the plugin's entry-point name (lower case, digits, hyphens): ezpz-NAME, ezpz_NAME")

@@ -13,7 +13,7 @@ from ezpz.primitives.redact import scrub
 __all__ = ["add_parser", "driver_rows", "plugin_rows", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plugins", help="list plugins and launch drivers with version, hooks and status",
                        description=__doc__)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")

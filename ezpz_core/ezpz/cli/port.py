@@ -22,7 +22,7 @@ __all__ = ["add_parser", "run"]
 REPORT = "ezpz-port-report"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("port", help="rewrite a CUDA-only script or project into a portable ezpz one (needs ezpz[port])",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", type=Path, metavar="PATH", help="a .py file or a project directory")

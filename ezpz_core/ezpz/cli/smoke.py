@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import tempfile
 import time
@@ -29,7 +30,7 @@ __all__ = ["add_parser", "run"]
 JOB = "ezpz.examples.train"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("test", help="smoke-test the main job here and report speed and decisions",
                        description=__doc__, usage="ezpz test [options] [-- JOB ARGS...]")
     p.add_argument("--steps", type=int, default=20, metavar="S", help="training steps (default 20)")

@@ -3,7 +3,11 @@
 Every attempt ``k`` (0, 1, ...) gets ``EZPZ_ATTEMPT=k`` and
 ``EZPZ_FAILURE_DIR=<job dir>/attempt-<k>/failures``, where its ranks write
 failure records; its merged output is kept in ``attempt-<k>/output.log`` and
-the verdict in ``attempt-<k>/verdict.json``. ``--retries N`` runs up to N more
+the verdict in ``attempt-<k>/verdict.json``. A job directory that cannot be
+written (a read-only working directory) moves to its per-user fallback under
+the temporary directory, with one warning (:mod:`ezpz.primitives.bookkeeping_dir`);
+with nothing writable the attempts run without logs, records or verdicts, and
+the exit status is the job's all the same. ``--retries N`` runs up to N more
 attempts on the same hosts after any failure; ``--auto-retry`` asks the pure
 policy :func:`ezpz.launch_drivers.retry.classify` and swaps bad hosts for spares;
 with ``--min-nodes K``, once no spare is left, it drops them and runs on the
@@ -25,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ezpz.cli._util import err, jsonable
 from ezpz.errors import ConfigError
@@ -40,7 +45,13 @@ from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classif
                                        same_hosts_cannot_succeed)
 from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
 from ezpz.launch_drivers.straggler_report import ReportFollower, summary_lines
+from ezpz.primitives import bookkeeping_dir
 from ezpz.steps.straggler_exchange import REPORT_NAME
+
+if TYPE_CHECKING:
+    from ezpz.failures.record import FailureRecord
+    from ezpz.failures.signatures import FailureSignature
+    from ezpz.launch_drivers.base import DeviceSlots
 
 __all__ = ["AUTO_RETRY_TIMEOUT_S", "BACKOFF_CAP_S", "default_job_dir", "new_launch_id", "supervise"]
 
@@ -63,7 +74,12 @@ def default_job_dir(launch_id: str, cwd: str | None = None) -> Path:
     return Path(cwd or os.getcwd()) / "ezpz-jobs" / launch_id
 
 
-def _signatures() -> list:
+def _attempt_say(k: int) -> Callable[[str], None]:
+    """Print a straggler-report line as attempt ``k``'s."""
+    return lambda line: err(f"{P}: attempt {k}: {line}")
+
+
+def _signatures() -> list[FailureSignature]:
     try:
         from ezpz.hooks import get_plugin_host
         from ezpz.plugin_host.calls import Hooks
@@ -109,7 +125,7 @@ def _allocation_hosts(args: argparse.Namespace, environ: Mapping[str, str]) -> t
     return alloc.hosts, alloc.source
 
 
-def _say_timeout(result: AttemptResult, records: list, rank_hosts: Mapping[int, str], timeout_s: float) -> None:
+def _say_timeout(result: AttemptResult, records: list[FailureRecord], rank_hosts: Mapping[int, str], timeout_s: float) -> None:
     err(f"{P}: attempt {result.attempt}: no output for {result.idle_s:.0f} s (--timeout {timeout_s:g}): "
         f"job ended, exit 124")
     if result.alive_ranks:
@@ -129,7 +145,7 @@ def _say_verdict(k: int, verdict: Verdict) -> None:
         err(f"{P}:   evidence: {e}")
 
 
-def _say_stragglers(follower: ReportFollower, job_dir: Path, k: int) -> None:
+def _say_stragglers(follower: ReportFollower, job_dir: Path | None, k: int) -> None:
     """At an attempt's end: the last straggler report, the chart of the slowest ranks, ``stragglers-attempt-<k>.svg``."""
     data = follower.data
     if data is None:
@@ -137,6 +153,8 @@ def _say_stragglers(follower: ReportFollower, job_dir: Path, k: int) -> None:
     history = follower.history()
     for line in summary_lines(data) + (chart_lines(history) if history is not None else []):
         err(f"{P}: attempt {k}: {line}")
+    if job_dir is None:
+        return
     svg = job_dir / f"stragglers-attempt-{k}.svg"
     try:
         svg.write_text(chart_svg(history, title=f"ezpz launch attempt {k}: straggler heat map"), encoding="utf-8")
@@ -146,13 +164,14 @@ def _say_stragglers(follower: ReportFollower, job_dir: Path, k: int) -> None:
 
 
 def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str, str],
-              devices: Callable, describe: Callable[[LaunchPlan], None]) -> int:
+              devices: Callable[[], DeviceSlots], describe: Callable[[LaunchPlan], None]) -> int:
     """Run ``command`` in attempts (see the module docstring); the last attempt's status (128 + N if signal N
     interrupted it: 130 for Ctrl-C, 143 for the scheduler's SIGTERM)."""
     launch_id = new_launch_id()
-    job_dir = Path(args.job_dir) if args.job_dir else default_job_dir(launch_id)
-    job_dir.mkdir(parents=True, exist_ok=True)
-    job_dir = job_dir.resolve()
+    wanted_dir = Path(args.job_dir) if args.job_dir else default_job_dir(launch_id)
+    job_dir = bookkeeping_dir.usable_dir(wanted_dir, what="ezpz launch job directory",
+                                         fix="pass --job-dir DIR, a directory every node can reach and write")
+    job_dir = job_dir.resolve() if job_dir is not None else None
     timeout_s = args.timeout if args.timeout is not None else (AUTO_RETRY_TIMEOUT_S if args.auto_retry else None)
     pool: HostPool | None = None
     min_nodes = getattr(args, "min_nodes", None)
@@ -172,8 +191,16 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
         err(f"{P}: auto-retry: active {', '.join(pool.active)}; spare {', '.join(pool.spares) or 'none'} "
             f"(from {source})" + (f"; with no spare left, goes on with {min_nodes} host(s) or more (--min-nodes)"
                                   if min_nodes is not None else ""))
-    err(f"{P}: job directory {job_dir} (launch id {launch_id}); "
-        f"{'default: ./ezpz-jobs/<id> under the current directory' if not args.job_dir else '--job-dir'}")
+    if job_dir is None:
+        if pool is not None:
+            raise ConfigError(name="--job-dir", value=str(wanted_dir), expected="a directory this host can write "
+                              "(--auto-retry keeps the hostfile and the failure records that blame hosts there)",
+                              fix="pass --job-dir DIR, a directory every node can reach and write")
+        err(f"{P}: no job directory (launch id {launch_id}): {wanted_dir} and its fallback cannot be written; "
+            f"attempts run without output logs, failure records or verdicts")
+    else:
+        err(f"{P}: job directory {job_dir} (launch id {launch_id}); "
+            f"{'default: ./ezpz-jobs/<id> under the current directory' if not args.job_dir else '--job-dir'}")
     limit = args.max_failover_retries if args.auto_retry else args.retries
     signatures = _signatures()
     sink = getattr(sys.stdout, "buffer", None)
@@ -188,11 +215,13 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
     with Interrupts().installed() as stop:
         k = 0
         while True:
-            adir = job_dir / f"attempt-{k}"
+            adir = (job_dir if job_dir is not None else wanted_dir) / f"attempt-{k}"
             fdir = adir / "failures"
-            fdir.mkdir(parents=True, exist_ok=True)
-            env = {**environ, MARKER: launch_id, LAUNCHER_PID_VAR: str(os.getpid()), "EZPZ_ATTEMPT": str(k),
-                   "EZPZ_FAILURE_DIR": str(fdir)}
+            kept = job_dir is not None and _made(fdir)  # the attempt's folder exists: logs, records, verdict
+            env = {**{n: v for n, v in environ.items() if n != "EZPZ_FAILURE_DIR"}, MARKER: launch_id,
+                   LAUNCHER_PID_VAR: str(os.getpid()), "EZPZ_ATTEMPT": str(k)}
+            if kept:
+                env["EZPZ_FAILURE_DIR"] = str(fdir)
             hostfile = args.hostfile
             n, ppn = args.n, args.ppn
             if pool is not None:
@@ -222,13 +251,14 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             active = plan.layout.allocation.hosts[: plan.layout.nodes]
             names_host = (lambda: bool(records_name_hosts(read_failures_verbose(fdir)[0], rank_hosts, active))
                           ) if pool is not None else None
-            follower = ReportFollower(fdir / REPORT_NAME, lambda line, k=k: err(f"{P}: attempt {k}: {line}"),
+            follower = ReportFollower(fdir / REPORT_NAME, _attempt_say(k),
                                       replace_after=getattr(args, "replace_stragglers", None) if pool and k < limit else None,
                                       rank_hosts=rank_hosts, spares_left=len(pool.spares) if pool else 0)
             try:
                 result = run_attempt(plan.command, attempt=k, launch_id=launch_id, environ=env, interrupts=stop,
                                      idle_timeout_s=timeout_s or None, grace_s=args.kill_after,
-                                     log_path=adir / "output.log", sink=sink, failure_dir=fdir,
+                                     log_path=adir / "output.log" if kept else None, sink=sink,
+                                     failure_dir=fdir if kept else None,
                                      failure_grace_s=args.failure_grace or None, names_host=names_host,
                                      watch=follower.poll)
             except OSError as error:
@@ -256,11 +286,12 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             _say_verdict(k, verdict)
             if verdict.outcome != "success" and first_cause is None:
                 first_cause = f"attempt {k}: {verdict.outcome}: {verdict.reason}"
-            (adir / "verdict.json").write_text(json.dumps(
-                {"attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
-                 "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
-                 "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": first_cause,
-                 "records": [r.to_dict() for r in records]}, indent=1, default=str))
+            if kept:
+                _write_verdict(adir / "verdict.json", {
+                    "attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
+                    "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
+                    "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": first_cause,
+                    "records": [r.to_dict() for r in records]})
             if stop.stopped:
                 err(f"{P}: interrupted: no more attempts (job directory {job_dir})")
                 _say_first_cause(first_cause, k)
@@ -298,13 +329,31 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
                 return 128 + stop.signum
 
 
+def _made(folder: Path) -> bool:
+    """Create an attempt's folder inside the (writable) job directory; False, said once, on a full disk."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        bookkeeping_dir.write_failed(folder, what="attempt folder", error=error)
+        return False
+    return True
+
+
+def _write_verdict(path: Path, verdict: Mapping[str, object]) -> None:
+    """``attempt-<k>/verdict.json``; a failure to write it (a full disk) is said once, never raised."""
+    try:
+        path.write_text(json.dumps(verdict, indent=1, default=str))
+    except OSError as error:
+        bookkeeping_dir.write_failed(path, what="attempt verdict", error=error)
+
+
 def _say_first_cause(first_cause: str | None, k: int) -> None:
     if first_cause is not None and k > 0:
         err(f"{P}: first cause: {first_cause}")
 
 
-def _judge(args: argparse.Namespace, result: AttemptResult, records: list, rank_hosts: dict[int, str],
-           plan: LaunchPlan, pool: HostPool | None, signatures: list, prior_progress: bool | None, k: int,
+def _judge(args: argparse.Namespace, result: AttemptResult, records: list[FailureRecord], rank_hosts: dict[int, str],
+           plan: LaunchPlan, pool: HostPool | None, signatures: list[FailureSignature], prior_progress: bool | None, k: int,
            limit: int, lost: dict[str, str] | None = None) -> Verdict:
     if pool is None:  # --retries: a failure runs again on the same hosts, up to the limit, unless it cannot succeed
         if result.status == 0:

@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         print("Runs SCRIPT as __main__ after ezpz.hooks.setup(); CUDA calls from the files under DIR (default: "
               "SCRIPT's directory) go to the chosen device. Report: ./ezpz-jobs/cuda-compat/<run>/rank-N.json "
-              "(EZPZ_CUDA_COMPAT_DIR overrides). Docs: docs/cuda-scripts.md", file=sys.stderr)
+              "(EZPZ_CUDA_COMPAT_DIR overrides; where it is read-only: under <tmp>/ezpz-<uid>, with a warning). "
+              "Docs: docs/cuda-scripts.md", file=sys.stderr)
         return 0
     if args and args[0].startswith("--project-root"):
         if "=" in args[0]:
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             print(leaving.code, file=sys.stderr)
     finally:
         data = session.finish()
-        if data is not None and session.rank == 0 and session.report_path is not None:
+        if data is not None and session.rank == 0:
             from ezpz.cuda_compat.report import summary_line
 
             print(summary_line(data, session.report_path), file=sys.stderr)

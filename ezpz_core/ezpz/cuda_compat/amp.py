@@ -9,6 +9,7 @@ device is not CUDA.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ezpz.cuda_compat.context import Compat
@@ -108,7 +109,7 @@ def _install_flags(c: Compat) -> None:
     why = c.rt.amp.tf32_reason
 
     def flag_setter(owner: type, prefix: str) -> None:
-        original = owner.__setattr__
+        original: Callable[..., None] = owner.__setattr__
 
         def setter(site: Site, this: Any, attr_name: str, value: Any) -> None:
             original(this, attr_name, value)

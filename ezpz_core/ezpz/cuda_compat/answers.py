@@ -8,14 +8,17 @@ accelerator, no compute capability. A device whose type is ``cuda`` is what ``to
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.cuda_answers import CudaAnswers
+
+if TYPE_CHECKING:
+    from ezpz.runtime import Runtime
 
 __all__ = ["ask", "default_answers"]
 
 
-def ask(runtime: Any) -> CudaAnswers:
+def ask(runtime: Runtime) -> CudaAnswers:
     """The chosen device's answers: the first plugin that answers the hook, else :func:`default_answers`."""
     import attr
 
@@ -30,7 +33,7 @@ def ask(runtime: Any) -> CudaAnswers:
     return attr.evolve(answers, plugin=plugin)
 
 
-def default_answers(runtime: Any) -> CudaAnswers:
+def default_answers(runtime: Runtime) -> CudaAnswers:
     """What the device's torch module says, for a plugin that does not answer ``ezpz_cuda_answers``."""
     import torch
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.cuda_answers import CudaAnswers
 from ezpz.cuda_compat.devices import DeviceMap
 from ezpz.cuda_compat.patching import Patches
 from ezpz.cuda_compat.scope import Scope
+
+if TYPE_CHECKING:
+    from ezpz.runtime import Runtime
 
 __all__ = ["Compat"]
 
@@ -15,7 +18,7 @@ __all__ = ["Compat"]
 class Compat:
     """One run of the mode: built by :mod:`.session`, handed to each ``install()``."""
 
-    def __init__(self, runtime: Any, answers: CudaAnswers, scope: Scope, *, precision_asked: str) -> None:
+    def __init__(self, runtime: Runtime, answers: CudaAnswers, scope: Scope, *, precision_asked: str) -> None:
         self.rt = runtime
         self.answers = answers
         self.scope = scope

@@ -86,7 +86,7 @@ def _installed_dirs() -> tuple[str, ...]:
     dirs.update(getattr(site, "getsitepackages", lambda: [])())
     dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else "")
     dirs.add(os.path.dirname(ezpz.__file__))
-    torch = sys.modules.get("torch")
-    if torch is not None and getattr(torch, "__file__", None):
-        dirs.add(os.path.dirname(torch.__file__))
+    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+    if torch_file:
+        dirs.add(os.path.dirname(torch_file))
     return tuple(os.path.realpath(d).rstrip(os.sep) + os.sep for d in dirs if d)

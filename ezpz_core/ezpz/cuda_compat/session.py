@@ -10,11 +10,17 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.cuda_compat.scope import Scope
 from ezpz.primitives.markers import hookimpl
+
+if TYPE_CHECKING:
+    from ezpz.cuda_answers import CudaAnswers
+    from ezpz.decisions import LifecycleAction, SetupPlan
+    from ezpz.facts import LaunchEnv
 
 __all__ = ["Session", "run_script"]
 
@@ -22,7 +28,7 @@ __all__ = ["Session", "run_script"]
 INSTALLERS = ("tensors", "facade", "amp", "distributed", "loading", "optimizers", "profiler", "unsupported")
 
 
-def installers_for(answers: Any) -> tuple[str, ...]:
+def installers_for(answers: CudaAnswers) -> tuple[str, ...]:
     """The redirections to put in place for the device's answers: none where ``torch.cuda`` drives it already."""
     return INSTALLERS if answers.redirect else ()
 
@@ -34,7 +40,7 @@ class _ModeRecord:
         self.script, self.root = script, root
 
     @hookimpl
-    def ezpz_before_init(self, plan: Any) -> Any:
+    def ezpz_before_init(self, plan: SetupPlan) -> LifecycleAction:
         from ezpz.decisions import LifecycleAction
 
         return LifecycleAction(reason=(
@@ -43,7 +49,7 @@ class _ModeRecord:
             "policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to the mode's report"))
 
 
-def torchrun_variables(launch: Any, environ: Any) -> dict[str, str]:
+def torchrun_variables(launch: LaunchEnv, environ: Mapping[str, str]) -> dict[str, str]:
     """The torchrun variables a CUDA script reads (``RANK``, ``LOCAL_RANK`` ...) that its launcher did not set.
 
     Scripts written for CUDA are mostly written for torchrun: they decide "is this DDP?" from ``RANK`` and
@@ -72,6 +78,7 @@ class Session:
         self.root = Path(project_root).resolve() if project_root else self.script.parent
         self.compat: Any = None
         self.report_path: Path | None = None
+        """Where this rank's report went (its fallback when the configured place is read-only); None: nowhere."""
         self.rank = 0
         self.globals: dict[str, Any] = {}
         self.exported: dict[str, str] = {}  # the script's module globals once it has run (runpy's result)
@@ -104,7 +111,9 @@ class Session:
         self.globals = runpy.run_path(str(self.script), run_name="__main__")
 
     def finish(self) -> dict[str, Any] | None:
-        """Take the redirections out, write this rank's report, tear down; the report's data (None: never started)."""
+        """Take the redirections out, write this rank's report, tear down; the report's data (None: never started).
+
+        The report goes where :func:`~ezpz.cuda_compat.report.write_report` could put it (``report_path``)."""
         c = self.compat
         if c is None:
             return None
@@ -125,9 +134,11 @@ class Session:
             "unsupported": c.unsupported,
             "set_for_the_script": self.exported,
         }
-        self.report_path = report_dir(os.environ, rt.world_size) / f"rank-{rt.rank}.json"
-        data = write_report(self.report_path, header, c.scope.redirected)
-        ezpz.hooks.teardown()
+        try:  # the report never changes how the script ends; write_report says where it went (or why not)
+            data, self.report_path = write_report(report_dir(os.environ, rt.world_size) / f"rank-{rt.rank}.json",
+                                                  header, c.scope.redirected)
+        finally:
+            ezpz.hooks.teardown()
         return data
 
 

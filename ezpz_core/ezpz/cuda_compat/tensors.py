@@ -6,6 +6,7 @@ calls from the project are translated (:mod:`.devices`) and noted in the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ezpz.cuda_compat.context import Compat
@@ -53,7 +54,7 @@ def install(c: Compat) -> None:
             return originals[call](this, *args, **kwargs)
         return redirect
 
-    originals = {"Tensor.to": torch.Tensor.to, "Module.to": torch.nn.Module.to}
+    originals: dict[str, Callable[..., Any]] = {"Tensor.to": torch.Tensor.to, "Module.to": torch.nn.Module.to}
     patches.replace(torch.Tensor, "to", scoped(scope, torch.Tensor.to, move("Tensor.to"), to_needs))
     patches.replace(torch.nn.Module, "to", scoped(scope, torch.nn.Module.to, move("Module.to"), to_needs))
 

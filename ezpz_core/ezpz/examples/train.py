@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 
 class TinyLM(nn.Module):
+    mask: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, vocab: int, dim: int, layers: int, heads: int, seq: int) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
@@ -128,7 +130,7 @@ def _settle_buckets(model: nn.Module, rt: Runtime, args: argparse.Namespace) -> 
     model.zero_grad(set_to_none=True)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     rt = ezpz.hooks.setup()
     say = print if rt.is_main else (lambda *a, **k: None)

@@ -1,9 +1,10 @@
 """One rank's failure record: a small JSON file ``<dir>/rank-<rank>.json``, written atomically.
 
 The directory is ``EZPZ_FAILURE_DIR`` (set per attempt by ``ezpz launch``; a
-user can set it too). Readers treat every file as hostile: a file that is too
-large, not JSON, or has a missing or ill-typed field is skipped with a reason,
-never raised.
+user can set it too), else its per-user fallback when it cannot be written
+(:mod:`ezpz.primitives.bookkeeping_dir`). Readers treat every file as hostile:
+a file that is too large, not JSON, or has a missing or ill-typed field is
+skipped with a reason, never raised.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,14 @@ def _line(value: object) -> str:
     return scrub(text[0] if text else "")[:_MAX_LINE]
 
 
+def _sorted_ranks(value: Iterable[Any]) -> tuple[int, ...]:
+    return tuple(sorted(int(r) for r in value))
+
+
+def _sorted_hosts(value: Iterable[Any]) -> tuple[str, ...]:
+    return tuple(sorted({str(h) for h in value}))
+
+
 @frozen(kw_only=True)
 class FailureRecord:
     """What one rank knew when it ended abnormally. ``first_line`` is scrubbed of secrets (:mod:`ezpz.primitives.redact`)."""
@@ -62,8 +71,8 @@ class FailureRecord:
     attempt: int = field(validator=_non_negative)
     kind: str = field(validator=_kind)
     first_line: str = field(converter=_line)
-    missing_ranks: tuple[int, ...] = field(default=(), converter=lambda v: tuple(sorted(int(r) for r in v)))
-    missing_hosts: tuple[str, ...] = field(default=(), converter=lambda v: tuple(sorted({str(h) for h in v})))
+    missing_ranks: tuple[int, ...] = field(default=(), converter=_sorted_ranks)
+    missing_hosts: tuple[str, ...] = field(default=(), converter=_sorted_hosts)
     exception_type: str = ""
     step: int | None = None
     """The training step (``rt.step()`` count + 1) the rank was in, when known (``hang``, ``preempted``)."""
@@ -110,10 +119,20 @@ class FailureRecord:
                    **kw)
 
 
-def write_failure(record: FailureRecord, directory: str | os.PathLike[str]) -> Path:
-    """Write ``record`` to ``<directory>/rank-<rank>.json`` atomically (temporary file, then ``os.replace``)."""
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
+def write_failure(record: FailureRecord, directory: str | os.PathLike[str]) -> Path | None:
+    """Write ``record`` to ``<directory>/rank-<rank>.json`` atomically (temporary file, then ``os.replace``).
+
+    Where ``directory`` cannot be written, the record goes to its per-user fallback
+    (:mod:`ezpz.primitives.bookkeeping_dir`, one warning says where); None when nothing could be written.
+    Raises OSError only when the file itself could not be written (a full disk).
+    """
+    from ezpz.primitives import bookkeeping_dir
+
+    folder = bookkeeping_dir.usable_dir(directory, what="failure records",
+                                        fix="set EZPZ_FAILURE_DIR to a directory every rank can write "
+                                            "(ezpz launch --job-dir)")
+    if folder is None:
+        return None
     final = folder / f"rank-{record.rank}.json"
     write_json_atomically(final, record.to_dict(), prefix=f".rank-{record.rank}.", sort_keys=True, fsync=True)
     return final

@@ -38,7 +38,7 @@ FABRIC_PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed"}
 
 
 def _plan(source: Source) -> SetupPlan:
-    return source.plan if hasattr(source, "explanation") else source  # type: ignore[union-attr,return-value]
+    return source.plan if hasattr(source, "explanation") else source  # type: ignore[union-attr]
 
 
 def _device(source: Source) -> Any:
@@ -146,7 +146,7 @@ def accelerator(source: Source) -> Any:
 
         def setup_device(self, device: torch.device) -> None:
             module = torch.get_device_module(device.type) if device.type != "cpu" else None
-            if device.index is not None and hasattr(module, "set_device"):
+            if device.index is not None and module is not None and hasattr(module, "set_device"):
                 module.set_device(device)
 
         def teardown(self) -> None:

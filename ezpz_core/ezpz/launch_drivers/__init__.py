@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from attrs import field
 
 from ezpz.errors import ConfigError
+from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.base import UNKNOWN_DEVICES, Allocation, Command, DeviceSlots, Launcher, Layout, Match
 from ezpz.launch_drivers.grant import granted as granted_tasks
@@ -37,7 +38,7 @@ class LaunchPlan:
     reason: str
     layout: Layout
     command: Command
-    passed_over: tuple[tuple[str, str], ...] = field(default=(), converter=tuple)
+    passed_over: tuple[tuple[str, str], ...] = field(default=(), converter=as_tuple)
 
 
 def prepare(
@@ -56,7 +57,8 @@ def prepare(
         raise ConfigError(name="command", value="", expected="the command to launch",
                           fix="put it after --, e.g. ezpz launch -n 2 -- python train.py")
     if launcher:
-        driver, passed = load(launcher), ()
+        passed: tuple[tuple[str, str], ...] = ()
+        driver = load(launcher)
         reason = f"--launcher {launcher}"
         found = driver.match(env)
         reason += f" ({found.reason})" if found.applies else f" (though: {found.reason})"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from attrs import field
 
 from ezpz.errors import ConfigError
+from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["HostPool", "active_hosts_wanted", "split_allocation"]
@@ -20,9 +21,9 @@ __all__ = ["HostPool", "active_hosts_wanted", "split_allocation"]
 class HostPool:
     """The hosts of the next attempt, the spares left, and those excluded so far (in the order excluded)."""
 
-    active: tuple[str, ...] = field(converter=tuple)
-    spares: tuple[str, ...] = field(default=(), converter=tuple)
-    excluded: tuple[str, ...] = field(default=(), converter=tuple)
+    active: tuple[str, ...] = field(converter=as_tuple)
+    spares: tuple[str, ...] = field(default=(), converter=as_tuple)
+    excluded: tuple[str, ...] = field(default=(), converter=as_tuple)
 
     def swap(self, bad: Sequence[str]) -> tuple[HostPool, tuple[tuple[str, str], ...]]:
         """Replace each bad active host by the next spare, keeping positions; ValueError if too few spares."""

@@ -38,6 +38,7 @@ from typing import IO
 
 from attrs import field
 
+from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.base import Command
 from ezpz.launch_drivers.marked import marked_processes
@@ -67,7 +68,7 @@ class AttemptResult:
     idle_s: float = 0.0
     wall_s: float = 0.0
     progress: bool = False
-    alive_ranks: tuple[int, ...] = field(default=(), converter=tuple)
+    alive_ranks: tuple[int, ...] = field(default=(), converter=as_tuple)
     """Ranks (on this host) still running when the watchdog fired: the silent ones."""
     ended_after_failure: bool = False
     """The launcher was still running ``failure_grace_s`` after the first failure record, and was ended."""
@@ -187,6 +188,19 @@ def _end_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
             continue
 
 
+def _open_log(path: Path | None) -> IO[bytes] | None:
+    """The attempt's output log, appended to; None (said once) when it cannot be opened: the job runs anyway."""
+    if path is None:
+        return None
+    try:
+        return path.open("ab")
+    except OSError as error:
+        from ezpz.primitives import bookkeeping_dir
+
+        bookkeeping_dir.write_failed(path, what="attempt output log", error=error)
+        return None
+
+
 def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapping[str, str],
                 interrupts: Interrupts, idle_timeout_s: float | None = None, grace_s: float = 10.0,
                 log_path: Path | None = None, sink: IO[bytes] | None = None, failure_dir: Path | None = None,
@@ -199,7 +213,7 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
     env = dict(environ)
     env.update(command.env)
     read_fd, write_fd = os.pipe()
-    log = log_path.open("ab") if log_path is not None else None
+    log = _open_log(log_path)
     started = time.monotonic()
     try:
         try:
@@ -213,7 +227,8 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         pump = _Pump(read_fd, sink, log)
         pump.start()
         interrupts.group = proc.pid
-        timed_out, idle, alive, after_failure, on_named, by_watch = False, 0.0, (), False, False, False
+        alive: tuple[int, ...] = ()
+        timed_out, idle, after_failure, on_named, by_watch = False, 0.0, False, False, False
         first_record: float | None = None
         named_at: float | None = None
         next_look = next_watch = 0.0

@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from attrs import field
 
+from ezpz.primitives.converters import as_dict, as_tuple
 from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["Allocation", "Command", "DeviceSlots", "Launcher", "Layout", "Match"]
@@ -58,7 +59,7 @@ UNKNOWN_DEVICES = DeviceSlots(per_node=1, shared=True, why="device count not giv
 class Allocation:
     """The hosts a job may use. Empty ``hosts`` means this machine only."""
 
-    hosts: tuple[str, ...] = field(default=(), converter=tuple)
+    hosts: tuple[str, ...] = field(default=(), converter=as_tuple)
     hostfile: str | None = None
     source: str = "this machine only"
 
@@ -82,9 +83,9 @@ class Layout:
 class Command:
     """A ready-to-run launcher command: argv, extra environment for the child, and notes."""
 
-    argv: tuple[str, ...] = field(converter=tuple)
-    env: Mapping[str, str] = field(factory=dict, converter=dict, hash=False)
-    notes: tuple[str, ...] = field(default=(), converter=tuple)
+    argv: tuple[str, ...] = field(converter=as_tuple)
+    env: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
+    notes: tuple[str, ...] = field(default=(), converter=as_tuple)
 
     def shell(self) -> str:
         """The command as one copy-pasteable shell line (extra env as ``VAR=value`` prefixes)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from ezpz.errors import ConfigError, EzpzError
 from ezpz.launch_drivers.base import Launcher, Match
@@ -79,7 +79,7 @@ def load(name: str) -> Launcher:
         manager = Vetted(GROUP, name, invoke_on_load=True, on_load_failure_callback=failed)
     except NoMatches as err:  # listed but not loadable (e.g. its distribution's requirements are missing)
         raise EzpzError(f"launcher {name!r} is registered but could not be loaded: {err}") from None
-    return manager.driver
+    return cast("Launcher", manager.driver)  # the vetted entry point, instantiated (invoke_on_load)
 
 
 def select(environ: Mapping[str, str]) -> tuple[str, Launcher, Match, tuple[tuple[str, str], ...]]:

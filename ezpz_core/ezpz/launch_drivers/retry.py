@@ -51,6 +51,7 @@ from attrs import field
 
 from ezpz.failures.record import FailureRecord
 from ezpz.failures.signatures import FailureSignature
+from ezpz.primitives.converters import as_dict, as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.first_failure import FirstFailure
 
@@ -70,7 +71,7 @@ class LogHit:
     kind: str
     reason: str
     blames_host: bool
-    hosts: tuple[str, ...] = field(default=(), converter=tuple)
+    hosts: tuple[str, ...] = field(default=(), converter=as_tuple)
 
 
 @frozen(kw_only=True)
@@ -79,14 +80,14 @@ class AttemptFacts:
 
     attempt: int
     status: int
-    hosts: tuple[str, ...] = field(converter=tuple)
-    rank_hosts: Mapping[int, str] = field(factory=dict, converter=dict, hash=False)
-    records: tuple[FailureRecord, ...] = field(default=(), converter=tuple)
+    hosts: tuple[str, ...] = field(converter=as_tuple)
+    rank_hosts: Mapping[int, str] = field(factory=dict, converter=as_dict, hash=False)
+    records: tuple[FailureRecord, ...] = field(default=(), converter=as_tuple)
     timed_out: bool = False
     interrupted: bool = False
     progress: bool = True
-    alive_ranks: tuple[int, ...] = field(default=(), converter=tuple)
-    log_hits: tuple[LogHit, ...] = field(default=(), converter=tuple)
+    alive_ranks: tuple[int, ...] = field(default=(), converter=as_tuple)
+    log_hits: tuple[LogHit, ...] = field(default=(), converter=as_tuple)
     first_failure: FirstFailure | None = None
 
 
@@ -97,9 +98,9 @@ class Verdict:
     outcome: str
     retry: bool
     reason: str
-    exclude: tuple[str, ...] = field(default=(), converter=tuple)
-    evidence: tuple[str, ...] = field(default=(), converter=tuple)
-    rejected: tuple[tuple[str, str], ...] = field(default=(), converter=tuple)
+    exclude: tuple[str, ...] = field(default=(), converter=as_tuple)
+    evidence: tuple[str, ...] = field(default=(), converter=as_tuple)
+    rejected: tuple[tuple[str, str], ...] = field(default=(), converter=as_tuple)
 
 
 def backoff_s(retry: int, base_s: float, cap_s: float = 60.0) -> float:
@@ -206,12 +207,12 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
     if origin is not None:
         blamed.setdefault(origin.host, []).append(f"launcher: {origin.reason}: {origin.line!r}")
     if peers and facts.rank_hosts and not blamed:  # hosts whose every rank vanished without a word while peers lost them
-        silent = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
-        if len(silent) > 1:
-            set_aside.append(("vanished", f"hosts {', '.join(silent)} all left no record: too many to tell which "
+        silent_hosts = [h for h in facts.hosts if h not in wrote and h in set(facts.rank_hosts.values())]
+        if len(silent_hosts) > 1:
+            set_aside.append(("vanished", f"hosts {', '.join(silent_hosts)} all left no record: too many to tell which "
                                           f"went away and which the launcher killed"))
-        elif silent and len(silent) < len(facts.hosts):
-            for h in silent:
+        elif silent_hosts and len(silent_hosts) < len(facts.hosts):
+            for h in silent_hosts:
                 ranks = sorted(k for k, v in facts.rank_hosts.items() if v == h)
                 blamed.setdefault(h, []).append(
                     f"every rank on host {h} ({', '.join(map(str, ranks))}) vanished without a record "

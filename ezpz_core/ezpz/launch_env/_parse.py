@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
@@ -110,7 +111,8 @@ def check_layout(lay: Mapping[str, int], sources: Mapping[str, str]) -> None:
 def build(launcher: str, lay: Mapping[str, int], sources: Mapping[str, str], reason: str) -> LaunchEnv:
     """A checked LaunchEnv (rendezvous unresolved) from a layout and where each value came from."""
     check_layout(lay, sources)
-    return LaunchEnv(launcher=launcher, sources={"launcher": reason, **sources}, reason=reason, **lay)
+    counts: Mapping[str, Any] = lay  # rank, world_size, ...: LaunchEnv's int fields, by name
+    return LaunchEnv(launcher=launcher, sources={"launcher": reason, **sources}, reason=reason, **counts)
 
 
 BLOCKS = "same number of ranks on every node, placed in blocks"

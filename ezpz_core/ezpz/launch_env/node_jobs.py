@@ -49,6 +49,7 @@ from attrs import field
 
 from ezpz.errors import LaunchEnvError
 from ezpz.facts import LaunchEnv
+from ezpz.primitives.converters import as_dict
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_env.ports import derive_port
 
@@ -75,7 +76,7 @@ class NodeJob:
     nproc_var: str = ""
     master_addr: str | None = None
     master_port: int | None = None
-    sources: Mapping[str, str] = field(factory=dict, converter=dict, hash=False)
+    sources: Mapping[str, str] = field(factory=dict, converter=as_dict, hash=False)
 
 
 def _get(environ: Mapping[str, str], name: str) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
+from typing import Any
 
 import attr
 
@@ -141,7 +142,7 @@ def resolve_rendezvous(env: LaunchEnv, environ: Mapping[str, str]) -> LaunchEnv:
     """``env`` with job id and, when it has several ranks, master address and port filled in."""
     ident = job_identity(env.launcher, environ)
     sources = dict(env.sources)
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     if ident is not None:
         changes["job_id"], sources["job_id"] = ident
     if env.world_size > 1 and _pmi_exchange(env, environ):
@@ -167,7 +168,7 @@ def _pmi_exchange(env: LaunchEnv, environ: Mapping[str, str]) -> bool:
 
 
 def _resolve_by_pmi(env: LaunchEnv, environ: Mapping[str, str], sources: dict[str, str],
-                    changes: dict[str, object]) -> LaunchEnv:
+                    changes: dict[str, Any]) -> LaunchEnv:
     from ezpz.launch_env.pmi import available
 
     via = available(environ)
@@ -205,7 +206,7 @@ def this_host(launch: LaunchEnv) -> str:
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # sends nothing: picks the route
                 probe.connect((launch.master_addr, 9))
-                addr = probe.getsockname()[0]
+                addr: str = probe.getsockname()[0]
             if not addr.startswith("127."):
                 return addr
         except OSError:

@@ -95,7 +95,8 @@ def run_bounded(fn: Callable[[], _T], deadline_s: float, on_timeout: Callable[[]
         raise error
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    value: _T = box["value"]
+    return value
 
 
 class Rendezvous:
@@ -227,9 +228,9 @@ class Rendezvous:
                 raise RendezvousError(f"the process manager returned {host}:{port!r} for rank 0's address: "
                                       "not host:port (another program wrote this key?)")
             cached = _pmi_rendezvous["this process"] = (host, int(port), kvs)
-        host, port, kvs = cached
+        addr, number, kvs = cached
         if publish:
-            self.addr, self.port = host, port
+            self.addr, self.port = addr, number
         self.identity = f"PMI kvsname {kvs}"
 
     def _bind_master(self, host: str) -> int:

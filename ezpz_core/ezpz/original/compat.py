@@ -199,7 +199,7 @@ def setup_torch(
     """
     if isinstance(backend, int) or (isinstance(backend, str) and backend.strip().isdigit()):
         # v0.26 order: setup_torch(port, seed, timeout, verbose)
-        backend, port, seed, timeout = None, backend, port, seed  # type: ignore[assignment]
+        backend, port, seed, timeout = None, backend, port, seed
     collective = _collective(backend)
     device, precision = kwargs.pop("device", None), kwargs.pop("precision", None)
     device_id = kwargs.pop("device_id", None)

@@ -262,7 +262,8 @@ def all_reduce(obj: Any, op: Any = None, implementation: str | None = None) -> A
     import torch
     import torch.distributed as dist
 
-    device = hooks.get_runtime().device if hooks.get_runtime() is not None else torch.device("cpu")
+    rt = hooks.get_runtime()
+    device = rt.device if rt is not None else torch.device("cpu")
     tensor = torch.tensor(obj, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op)
     return tensor.item()

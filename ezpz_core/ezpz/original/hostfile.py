@@ -49,7 +49,7 @@ def get_hostfile_with_fallback(hostfile: str | os.PathLike[str] | None = None) -
     The original wrote ``./hostfile`` containing this host as a last resort;
     this never writes (use :func:`write_localhost_to_hostfile` to do that).
     """
-    candidates = [hostfile] if hostfile is not None else []
+    candidates: list[str | os.PathLike[str] | None] = [hostfile] if hostfile is not None else []
     candidates += [os.environ.get(v, "").strip() or None for v in HOSTFILE_VARIABLES]
     for candidate in candidates:
         if candidate is not None and Path(candidate).is_file():

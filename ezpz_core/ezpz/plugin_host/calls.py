@@ -73,7 +73,7 @@ class Hooks:
         """Quarantine the stuck plugin (its thread is abandoned) and build the error that names it."""
         name, hook = stuck.call.plugin, stuck.call.hook
         dist, version = self._dist(name)
-        facts = {"plugin": name, "distribution": dist, "version": version, "hook": hook, "timeout_s": stuck.timeout_s}
+        facts: dict[str, Any] = {"plugin": name, "distribution": dist, "version": version, "hook": hook, "timeout_s": stuck.timeout_s}
         try:
             self.host.quarantine(name, PluginTimeoutError(**facts, where=stuck.where), stage=f"hook {hook}")
         except PluginError:  # strict mode: the timeout itself is the error to raise
@@ -150,7 +150,7 @@ class Hooks:
         return self._first("ezpz_step_boundary", {"device": device, "build": build})
 
     def mesh_support(self, device: DeviceCandidate, build: TorchBuild,
-                     backend: BackendChoice) -> tuple[str, MeshSupport] | None:
+                     backend: str) -> tuple[str, MeshSupport] | None:
         return self._first("ezpz_mesh_support", {"device": device, "build": build, "backend": backend})
 
     def before_init(self, plan: SetupPlan) -> list[tuple[str, LifecycleAction]]:

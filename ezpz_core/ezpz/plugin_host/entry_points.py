@@ -91,9 +91,9 @@ def scan(entry_points: Iterable[importlib.metadata.EntryPoint],
     eps = list(entry_points)
     origins: dict[int, tuple[str, str]] = {}  # entry points of one distribution share its Distribution object
     for ep in eps:
-        key = id(getattr(ep, "dist", None))
-        if key not in origins:
-            origins[key] = origin(ep)
+        dist_id = id(getattr(ep, "dist", None))
+        if dist_id not in origins:
+            origins[dist_id] = origin(ep)
 
     def core(ep: importlib.metadata.EntryPoint) -> bool:
         return normalize_dist(origins[id(getattr(ep, "dist", None))][0]) == CORE_DISTRIBUTION

@@ -35,7 +35,8 @@ Safety:
 - **Where:** ``$XDG_CACHE_HOME/ezpz/entry-points`` (default ``~/.cache``, where
   stevedore keeps its own entry-point cache), one file per interpreter and
   ``sys.path`` (less its first entry), written atomically with mode 0600 in a 0700 directory. A
-  read-only or missing home just means no cache. ``EZPZ_CACHE=0``
+  read-only home moves it to the per-user fallback (:mod:`ezpz.primitives.bookkeeping_dir`, one
+  warning), where later processes read it; a missing home means no cache. ``EZPZ_CACHE=0``
   turns it off.
 
 stevedore has such a cache (``stevedore._cache``), but it stats every
@@ -164,7 +165,8 @@ def _scan(groups: Sequence[str]) -> tuple[dict[str, list[importlib.metadata.Entr
     found = {g: list(every.select(group=g)) for g in groups}
     dirs: list[str] = []
     for ep in (ep for g in groups for ep in found[g]):
-        d = _meta_dir(ep.dist) if getattr(ep, "dist", None) is not None else None
+        owner = getattr(ep, "dist", None)
+        d = _meta_dir(owner) if owner is not None else None
         if d is None:
             return found, None
         if d not in dirs:
@@ -239,7 +241,7 @@ def entry_points(group: str, *, enabled: bool = True, write: bool = True,
                     _status = "hit"
                     return list(found[group])
         _status = f"miss: {why}"
-    before = [[entry, stamp, _holds_metadata(entry)] for entry, stamp in _stamps(path)]
+    before = [[entry, stamp, _holds_metadata(str(entry))] for entry, stamp in _stamps(path)]
     found, dirs = _scan(groups)
     if where is not None:
         now = time.time_ns()

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from attrs import field
 
+from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["VisibleList", "parse_visible_devices"]
@@ -34,7 +35,7 @@ class VisibleList:
     """A parsed visible-devices value: ``entries`` are ordinals (``int``) or UUID strings, in order."""
 
     raw: str | None
-    entries: tuple[int | str, ...] = field(default=(), converter=tuple)
+    entries: tuple[int | str, ...] = field(default=(), converter=as_tuple)
     stop: str = ""  # why reading ended early ("" when every entry was read)
 
     @property

@@ -40,14 +40,15 @@ def _repr(self: Any) -> str:
     return f"{cls.__qualname__.rsplit('>.', 1)[-1]}({', '.join(parts)})"
 
 
-def _eq(self: Any, other: object) -> bool:
+def _eq(self: Any, other: object) -> object:  # a bool, or NotImplemented for another class
     cls = self.__class__
+    fields = cls._ezpz_eq_fields  # read before the identity test narrows cls for a type checker
     if other.__class__ is not cls:
         return NotImplemented
-    return all(getattr(self, n) == getattr(other, n) for n in cls._ezpz_eq_fields)
+    return all(getattr(self, n) == getattr(other, n) for n in fields)
 
 
-def _ne(self: Any, other: object) -> bool:
+def _ne(self: Any, other: object) -> object:
     result = _eq(self, other)
     return result if result is NotImplemented else not result
 
@@ -57,13 +58,14 @@ def _hash(self: Any) -> int:
     return hash((cls.__qualname__, *(getattr(self, n) for n in cls._ezpz_hash_fields)))
 
 
-def _share_methods(cls: C) -> C:
-    fields = attr.fields(cls)
+def _share_methods(record: C) -> C:
+    fields = attr.fields(record)
+    cls: Any = record  # the class gains attributes and methods here that its type does not declare
     cls._ezpz_repr_fields = tuple((a.name, a.repr if callable(a.repr) else None) for a in fields if a.repr)
     cls._ezpz_eq_fields = tuple(a.name for a in fields if a.eq)
     cls._ezpz_hash_fields = tuple(a.name for a in fields if (a.eq if a.hash is None else a.hash))
     cls.__repr__, cls.__eq__, cls.__ne__, cls.__hash__ = _repr, _eq, _ne, _hash
-    return cls
+    return record
 
 
 if TYPE_CHECKING:

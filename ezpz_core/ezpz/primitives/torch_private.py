@@ -17,6 +17,7 @@ after the caller has imported it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 __all__ = ["CHECKED_ON", "GLOO_DEFAULT_THREADS", "PRIVATE_NAMES", "PrivateName", "backend_for_device", "flatten_mesh",
@@ -162,8 +163,10 @@ def fsdp2() -> Any | None:
     """
     import importlib
 
-    for find in (lambda: importlib.import_module("torch.distributed.fsdp"),
-                 lambda: importlib.import_module("torch.distributed._composable.fsdp")):
+    finders: tuple[Callable[[], ModuleType], ...] = (
+        lambda: importlib.import_module("torch.distributed.fsdp"),
+        lambda: importlib.import_module("torch.distributed._composable.fsdp"))
+    for find in finders:
         try:
             module = find()
         except ImportError:

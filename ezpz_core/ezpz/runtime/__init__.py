@@ -6,8 +6,8 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from attr import field
 
@@ -22,9 +22,16 @@ from ezpz.steps.boundary import StepMarker
 if TYPE_CHECKING:  # the exchange (with statistics, decimal, fractions) loads only when setup() makes one: world > 1
     from pathlib import Path
 
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+
     from ezpz.steps.straggler_exchange import StragglerWatch
 
 __all__ = ["Runtime"]
+
+_M = TypeVar("_M", bound="torch.nn.Module")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _NULL = contextlib.nullcontext()
 
@@ -41,7 +48,8 @@ class _Range:
 
     def __init__(self, name: str, push: Any, pop: Any, watch: StragglerWatch | None = None,
                  marker: StepMarker | None = None) -> None:
-        self._name, self._push, self._pop, self._record, self._watch = name, push, pop, None, watch
+        self._name, self._push, self._pop, self._watch = name, push, pop, watch
+        self._record: Any = None  # a torch.autograd.profiler.record_function while open
         self._marker = marker
 
     def __enter__(self) -> _Range:
@@ -82,7 +90,7 @@ class Runtime:
     ends a training step (the device's step boundary, then the step's time).
     """
 
-    device: Any
+    device: torch.device
     device_type: str
     vendor: str
     backend: str
@@ -107,7 +115,7 @@ class Runtime:
     """After a SIGTERM: the step every rank stops after (:attr:`preempted`)."""
     stragglers: StragglerWatch | None = field(default=None, repr=False, eq=False)
     """Straggler detection (``EZPZ_STRAGGLER_EVERY``), or None when off or single-process."""
-    _meshes: dict[tuple[tuple[str, int], ...], Any] = field(init=False, factory=dict, repr=False, eq=False)
+    _meshes: dict[tuple[tuple[str, int], ...], DeviceMesh] = field(init=False, factory=dict, repr=False, eq=False)
     boundary: StepMarker = field(repr=False, eq=False)
     """The device's step boundary, once per step: at :meth:`step`, or after ``optimizer.step()`` (:mod:`ezpz.steps.boundary`)."""
 
@@ -254,7 +262,7 @@ class Runtime:
 
         return latest_checkpoint(parent)
 
-    def mesh(self, **dims: int) -> Any:
+    def mesh(self, **dims: int) -> DeviceMesh:
         """A ``torch.distributed`` DeviceMesh on this device: ``rt.mesh()`` one dimension over every rank,
         ``rt.mesh(dp=2, tp=2)`` named dimensions whose sizes multiply to the world size (else a
         :class:`~ezpz.errors.ConfigError` naming them, their product and the world size).
@@ -281,7 +289,7 @@ class Runtime:
         self._meshes[key] = found
         return found
 
-    def shard(self, model: Any, mesh: Any = None, **fsdp_options: Any) -> Any:
+    def shard(self, model: _M, mesh: DeviceMesh | None = None, **fsdp_options: Any) -> _M:
         """FSDP2: ``fully_shard`` on each child module with parameters (inside ``ModuleList``/``ModuleDict``
         too), then on ``model``; returns ``model``, sharded over ``mesh`` (default :meth:`mesh`, 1-D).
 
@@ -317,7 +325,7 @@ class Runtime:
 
         return torch.autocast(**kwargs)
 
-    def grad_scaler(self, **kwargs: Any) -> Any:
+    def grad_scaler(self, **kwargs: Any) -> torch.amp.GradScaler:
         """A ``torch.amp.GradScaler``, enabled only where the policy needs one (fp16)."""
         import torch
 
@@ -332,7 +340,7 @@ class Runtime:
         marker = self.boundary if self.boundary.installed else None
         return _Range(name, push, pop, watch, marker)
 
-    def profiler(self, **kwargs: Any) -> Any:
+    def profiler(self, **kwargs: Any) -> torch.profiler.profile:
         """``torch.profiler.profile`` with this device's activities (overridable via ``activities=``)."""
         import torch
 
@@ -375,7 +383,7 @@ class Runtime:
 
             dist.barrier()
 
-    def compile(self, model: Any, **overrides: Any) -> Any:
+    def compile(self, model: Callable[_P, _R], **overrides: Any) -> Callable[_P, _R]:
         """``torch.compile`` with this device's policy (``explain()["compile"]``); ``model`` itself when it is none.
 
         Keyword arguments go to ``torch.compile`` and win over the policy

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ezpz.decisions import MeshSupport
 from ezpz.errors import UnavailableError
 from ezpz.primitives.torch_private import fsdp2
 from ezpz.sharding.precision import ShardPrecision
 
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+
 __all__ = ["fsdp2_for", "shard_model", "shard_units"]
+
+_M = TypeVar("_M", bound="torch.nn.Module")
 
 
 def fsdp2_for(device_type: str, device: str, support: MeshSupport | None, who: str = "rt.shard(model)") -> Any:
@@ -43,7 +49,7 @@ def shard_units(model: Any) -> Iterator[Any]:
             yield child
 
 
-def shard_model(model: Any, mesh: Any, module: Any, precision: ShardPrecision, **options: Any) -> Any:
+def shard_model(model: _M, mesh: DeviceMesh, module: Any, precision: ShardPrecision, **options: Any) -> _M:
     """``fully_shard`` each unit of ``model`` and then ``model`` on ``mesh``; ``options`` win over ``precision``."""
     if "mp_policy" not in options:
         kwargs = precision.policy_kwargs()
@@ -52,4 +58,5 @@ def shard_model(model: Any, mesh: Any, module: Any, precision: ShardPrecision, *
     fully_shard = module.fully_shard
     for unit in list(shard_units(model)):
         fully_shard(unit, mesh=mesh, **options)
-    return fully_shard(model, mesh=mesh, **options)
+    sharded: _M = fully_shard(model, mesh=mesh, **options)  # the same module, its class now also FSDPModule
+    return sharded

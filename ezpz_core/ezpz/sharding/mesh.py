@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.primitives.torch_private import backend_for_device
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = ["build_mesh", "mesh_shape", "unbound_default_group"]
 
@@ -69,7 +72,7 @@ def unbound_default_group(split_group: bool | None = None) -> Iterator[None]:
 
 
 def build_mesh(device_type: str, shape: tuple[int, ...], names: tuple[str, ...] | None, *,
-               split_group: bool | None = None) -> Any:
+               split_group: bool | None = None) -> DeviceMesh:
     """``init_device_mesh(device_type, shape, mesh_dim_names=names)`` inside :func:`unbound_default_group`."""
     import torch.distributed as dist
 

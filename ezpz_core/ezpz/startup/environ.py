@@ -39,6 +39,7 @@ class EnvironSnapshot(Mapping[str, str]):
     """An immutable copy of the environment; reading works like ``os.environ``, writing raises."""
 
     __slots__ = ("_data",)
+    _data: dict[str, str]
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         object.__setattr__(self, "_data", {str(k): str(v) for k, v in environ.items()})

@@ -88,7 +88,7 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     compile_policy = _compile_policy(hooks, cand, build, settings)
     step_answer = hooks.step_boundary(cand, build)
     step = step_answer[1] if step_answer else StepBoundary.eager(cand.label)
-    mesh_answer = hooks.mesh_support(cand, build, backend)
+    mesh_answer = hooks.mesh_support(cand, build, backend.name)
     mesh = mesh_answer[1] if mesh_answer else MeshSupport.default(cand.device_type)
     from ezpz.startup.threads import choose_threads, probe_thread_facts
 

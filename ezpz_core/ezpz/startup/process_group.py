@@ -6,13 +6,14 @@ import os
 import re
 from collections.abc import Mapping
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ezpz.decisions import SetupPlan
 from ezpz.errors import ConfigError, EzpzError, RendezvousError, RendezvousTimeoutError
 
 if TYPE_CHECKING:
     from ezpz.launch_env.store import Rendezvous
+    from ezpz.startup.adoption import ExistingGroup
 
 __all__ = ["init_process_group", "probe_existing_group"]
 
@@ -69,7 +70,7 @@ def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None
         import torch.distributed as dist
 
         prefix = rdzv.open()
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         eager = plan.mesh.eager_init if plan.mesh is not None else None  # the device plugin's word, else ours
         if plan.device.index is not None and (eager if eager is not None else plan.backend.name != "gloo"):
             kwargs["device_id"] = torch.device(plan.device.torch_device)
@@ -95,7 +96,7 @@ def init_process_group(plan: SetupPlan, environ: Mapping[str, str] | None = None
     _store.report_refused()
 
 
-def probe_existing_group():  # type: ignore[no-untyped-def]
+def probe_existing_group() -> ExistingGroup | None:
     """The default process group if ``torch.distributed`` is already initialised, else None (never creates one)."""
     import sys
 

@@ -213,7 +213,8 @@ class _Watch(threading.Thread):
         key = f"{_PREFIX}/verdict"
         while True:
             if gen.check([key]):
-                return json.loads(gen.get(key))
+                verdict: dict[str, Any] = json.loads(gen.get(key))
+                return verdict
             missing = [r for r in range(world) if not gen.check([f"{_PREFIX}/rank/{r}"])]
             if not missing or time.monotonic() >= deadline:
                 break
@@ -224,4 +225,5 @@ class _Watch(threading.Thread):
         arrived = rdzv.arrived() if rdzv is not None else {}
         mine = json.dumps({"missing": missing, "hosts": {str(r): arrived[r] for r in missing if r in arrived},
                            "answered": world - len(missing), "by": self.rank})
-        return json.loads(gen.compare_set(key, "", mine))  # the first verdict written is everyone's
+        first: dict[str, Any] = json.loads(gen.compare_set(key, "", mine))  # the first verdict written is everyone's
+        return first

@@ -241,7 +241,7 @@ def _post(runtime: PreemptibleRank, count: int) -> None:
 def _agree(count: int) -> int:
     """The step every rank stops after: the largest count posted, plus one (each finishes the step it was in)."""
     runtime = _state.get("runtime")
-    mine = _state.get("count", count - 1)
+    mine: int = _state.get("count", count - 1)
     if runtime is None or runtime.world_size <= 1:
         return mine + 1
     gen = _gen()

@@ -18,11 +18,12 @@ import importlib.abc
 import json
 import sys
 import traceback
+import types
 
 
 def _importer() -> str:
     """``__name__`` of the module whose code is importing (skipping importlib's own frames)."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
         filename = frame.f_code.co_filename
@@ -35,7 +36,7 @@ def _importer() -> str:
 def _main() -> None:
     args = json.loads(sys.argv[1])
     blocked = tuple(args["blocked"])
-    seen: list = []
+    seen: list[dict[str, object]] = []
     phase = ["baseline"]
 
     class _Watch(importlib.abc.MetaPathFinder):
@@ -53,7 +54,7 @@ def _main() -> None:
             del sys.modules[name]
     sys.meta_path.insert(0, _Watch())
 
-    result: dict = {"ok": False, "error": None, "baseline_error": None, "new_modules": [], "imports": seen}
+    result: dict[str, object] = {"ok": False, "error": None, "baseline_error": None, "new_modules": [], "imports": seen}
     try:
         import ezpz  # noqa: F401  (baseline: the core and its dependencies)
     except BaseException:  # noqa: BLE001

@@ -207,7 +207,7 @@ def exercise(
         caller.call("ezpz_compile_policy", label, {"device": cand, "build": build})
         caller.call("ezpz_step_boundary", label, {"device": cand, "build": build})
         if backend is not None:
-            caller.call("ezpz_mesh_support", label, {"device": cand, "build": build, "backend": backend})
+            caller.call("ezpz_mesh_support", label, {"device": cand, "build": build, "backend": backend.name})
             caller.call("ezpz_cuda_answers", label, {"device": cand, "build": build, "backend": backend.name})
         plan = synthetic_plan(cand, build, _PAIR, backend, amp, prof)
         caller.call("ezpz_before_init", label, {"plan": plan})
@@ -223,8 +223,7 @@ def exercise(
     caller.call("ezpz_profiling", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
     caller.call("ezpz_compile_policy", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
     caller.call("ezpz_step_boundary", foreign, {"device": _FOREIGN, "build": build}, must_be_none=True)
-    foreign_backend = BackendChoice(name="gloo", reason="a backend for the foreign device (conformance check)")
-    caller.call("ezpz_mesh_support", foreign, {"device": _FOREIGN, "build": build, "backend": foreign_backend},
+    caller.call("ezpz_mesh_support", foreign, {"device": _FOREIGN, "build": build, "backend": "gloo"},
                 must_be_none=True)
     caller.call("ezpz_cuda_answers", foreign, {"device": _FOREIGN, "build": build, "backend": "gloo"},
                 must_be_none=True)

@@ -52,10 +52,10 @@ def isolated_import_check(
     env.pop("EZPZ_STRICT_PLUGINS", None)
     env["EZPZ_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # baseline: only the core and built-ins are imported
     # ...and not this module, even when it is a built-in, so its own imports show.
-    own = [ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-           if ep.value.split(":", 1)[0] == module]
-    if own:
-        env["EZPZ_DISABLE_PLUGINS"] = ",".join(filter(None, [env.get("EZPZ_DISABLE_PLUGINS", ""), *own]))
+    own_names = [ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+                 if ep.value.split(":", 1)[0] == module]
+    if own_names:
+        env["EZPZ_DISABLE_PLUGINS"] = ",".join(filter(None, [env.get("EZPZ_DISABLE_PLUGINS", ""), *own_names]))
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     with tempfile.TemporaryDirectory(prefix="ezpz-testing-") as tmp:
         out = Path(tmp, "result.json")

@@ -28,11 +28,14 @@ import io
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.facts import DeviceCandidate, TorchBuild
 from ezpz.testing.hookimpls import Target, one_line
 from ezpz.testing.report import CheckResult
+
+if TYPE_CHECKING:
+    from ezpz.runtime import Runtime
 
 __all__ = ["LIVE_CHECKS", "live_checks"]
 
@@ -111,7 +114,7 @@ def live_checks(t: Target, build: TorchBuild, environ: Mapping[str, str] | None)
     return results
 
 
-def _run(name: str, check: Callable[[Any], str], rt: Any) -> CheckResult:
+def _run(name: str, check: Callable[[Runtime], str], rt: Runtime) -> CheckResult:
     try:
         return CheckResult(name, True, check(rt))
     except AssertionError as err:
@@ -120,7 +123,7 @@ def _run(name: str, check: Callable[[Any], str], rt: Any) -> CheckResult:
         return CheckResult(name, False, f"raised {type(err).__name__}: {one_line(err)}")
 
 
-def _setup_check(rt: Any, device: DeviceCandidate, plugin: str) -> CheckResult:
+def _setup_check(rt: Runtime, device: DeviceCandidate, plugin: str) -> CheckResult:
     trace = str(rt.explain())
     problems = []
     if rt.device_type != device.device_type or getattr(rt.device, "type", None) != device.device_type:
@@ -140,21 +143,21 @@ def _teardown(hooks: Any) -> str:
 # -- the checks: each returns what it saw, or raises AssertionError saying what is wrong -------------------------
 
 
-def _model(rt: Any) -> Any:
+def _model(rt: Runtime) -> Any:
     import torch
 
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1)).to(rt.device)
 
 
-def _batch(rt: Any) -> tuple[Any, Any]:
+def _batch(rt: Runtime) -> tuple[Any, Any]:
     import torch
 
     g = torch.Generator().manual_seed(1)
     return torch.randn(4, 8, generator=g).to(rt.device), torch.randn(4, 1, generator=g).to(rt.device)
 
 
-def _round_trip(rt: Any) -> str:
+def _round_trip(rt: Runtime) -> str:
     import torch
 
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
@@ -170,7 +173,7 @@ def _round_trip(rt: Any) -> str:
     return f"cpu -> {y.device} -> cpu: values, a view and an in-place op as on the CPU"
 
 
-def _autocast(rt: Any) -> str:
+def _autocast(rt: Runtime) -> str:
     import torch
 
     model = _model(rt)
@@ -185,7 +188,7 @@ def _autocast(rt: Any) -> str:
     return f"a Linear under rt.autocast() gives {out.dtype}"
 
 
-def _training_step(rt: Any) -> str:
+def _training_step(rt: Runtime) -> str:
     import torch
 
     model = _model(rt)
@@ -205,7 +208,7 @@ def _training_step(rt: Any) -> str:
     return f"forward, backward and SGD on {rt.device}: loss {value:.4f}, every parameter updated"
 
 
-def _grad_scaler(rt: Any) -> str:
+def _grad_scaler(rt: Runtime) -> str:
     import torch
 
     said = []
@@ -235,7 +238,7 @@ def _grad_scaler(rt: Any) -> str:
     return "; ".join(said)
 
 
-def _step(rt: Any) -> str:
+def _step(rt: Runtime) -> str:
     first = rt.step()
     second = rt.step()
     assert second == first + 1, f"rt.step() returned {first} then {second}"
@@ -243,12 +246,12 @@ def _step(rt: Any) -> str:
     return f"rt.step() counts ({second}); step boundary: {mark}"
 
 
-def _synchronize(rt: Any) -> str:
+def _synchronize(rt: Runtime) -> str:
     rt.synchronize()
     return "rt.synchronize() returned"
 
 
-def _memory_stats(rt: Any) -> str:
+def _memory_stats(rt: Runtime) -> str:
     stats = rt.memory_stats()
     bad = {k: v for k, v in stats.items() if not isinstance(k, str) or not isinstance(v, float)}
     assert not bad, f"not str -> float: {bad}"
@@ -256,7 +259,7 @@ def _memory_stats(rt: Any) -> str:
     return f"{len(stats)} figure(s): {', '.join(sorted(stats))}"
 
 
-def _range(rt: Any) -> str:
+def _range(rt: Runtime) -> str:
     import torch
 
     with rt.range(_RANGE):
@@ -264,7 +267,7 @@ def _range(rt: Any) -> str:
     return "rt.range() outside the profiler"
 
 
-def _profiler(rt: Any) -> str:
+def _profiler(rt: Runtime) -> str:
     import torch
 
     model = _model(rt)
@@ -280,7 +283,7 @@ def _profiler(rt: Any) -> str:
     return f"activities {', '.join(rt.profiling.activities)}: the range and {len(ops)} aten op(s) recorded"
 
 
-def _compile(rt: Any) -> str:
+def _compile(rt: Runtime) -> str:
     import torch
 
     policy = rt.plan.compile
@@ -296,7 +299,7 @@ def _compile(rt: Any) -> str:
     return f"{policy.backend}: compiled output equals eager"
 
 
-def _checkpoint(rt: Any) -> str:
+def _checkpoint(rt: Runtime) -> str:
     import torch
 
     model = _model(rt)
@@ -315,7 +318,7 @@ def _checkpoint(rt: Any) -> str:
     return f"torch.save of {rt.device} weights, torch.load(map_location='cpu'), load_state_dict back onto the device"
 
 
-_CHECKS: tuple[tuple[str, Callable[[Any], str]], ...] = (
+_CHECKS: tuple[tuple[str, Callable[[Runtime], str]], ...] = (
     ("live tensor round trip", _round_trip),
     ("live autocast", _autocast),
     ("live training step", _training_step),

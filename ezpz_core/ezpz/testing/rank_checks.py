@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz.testing.hookimpls import one_line
+
+if TYPE_CHECKING:
+    from ezpz.runtime import Runtime
 
 __all__ = ["RANK_CHECKS", "NotApplicable"]
 
@@ -63,7 +66,7 @@ def _collective(name: str, legacy: str | None = None) -> Callable[..., Any]:
     return call
 
 
-def _device_module(rt: Any) -> Any:
+def _device_module(rt: Runtime) -> Any:
     """The device's torch module, which DeviceMesh and FSDP2 use; NotApplicable where torch has none (XLA)."""
     import torch
 
@@ -74,7 +77,7 @@ def _device_module(rt: Any) -> Any:
                             "find the device's current index and streams there") from None
 
 
-def _fsdp2(rt: Any) -> Any:
+def _fsdp2(rt: Runtime) -> Any:
     from ezpz.primitives.torch_private import fsdp2
 
     _device_module(rt)
@@ -86,21 +89,21 @@ def _fsdp2(rt: Any) -> Any:
     return module
 
 
-def _model(rt: Any) -> Any:
+def _model(rt: Runtime) -> Any:
     import torch
 
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to(rt.device)
 
 
-def _batch(rt: Any, step: int, rank: int) -> tuple[Any, Any]:
+def _batch(rt: Runtime, step: int, rank: int) -> tuple[Any, Any]:
     import torch
 
     g = torch.Generator().manual_seed(1000 * step + rank)
     return torch.randn(6, 8, generator=g).to(rt.device), torch.randn(6, 4, generator=g).to(rt.device)
 
 
-def _train(model: Any, rt: Any, steps: int) -> list[float]:
+def _train(model: Any, rt: Runtime, steps: int) -> list[float]:
     """``steps`` of SGD on this rank's batches, fp32; the loss averaged over ranks at each step."""
     import torch
 
@@ -118,7 +121,7 @@ def _train(model: Any, rt: Any, steps: int) -> list[float]:
     return losses
 
 
-def _shard(rt: Any, mesh: Any) -> Any:
+def _shard(rt: Runtime, mesh: Any) -> Any:
     fully_shard = _fsdp2(rt).fully_shard
     model = _model(rt)
     for layer in model:
@@ -128,7 +131,7 @@ def _shard(rt: Any, mesh: Any) -> Any:
     return model
 
 
-def _mesh(rt: Any, shape: tuple[int, ...], names: tuple[str, ...]) -> Any:
+def _mesh(rt: Runtime, shape: tuple[int, ...], names: tuple[str, ...]) -> Any:
     _device_module(rt)
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -138,7 +141,7 @@ def _mesh(rt: Any, shape: tuple[int, ...], names: tuple[str, ...]) -> Any:
 # -- the collectives FSDP2 and DDP use, on device tensors --------------------------------------------------------
 
 
-def all_reduce(rt: Any, scratch: str) -> str:
+def all_reduce(rt: Runtime, scratch: str) -> str:
     import torch
 
     t = torch.full((4,), float(rt.rank + 1), device=rt.device)
@@ -148,7 +151,7 @@ def all_reduce(rt: Any, scratch: str) -> str:
     return f"sum over {rt.world_size} ranks on {t.device}"
 
 
-def all_gather_into_tensor(rt: Any, scratch: str) -> str:
+def all_gather_into_tensor(rt: Runtime, scratch: str) -> str:
     import torch
 
     mine = torch.arange(3, dtype=torch.float32, device=rt.device) + 10 * rt.rank
@@ -159,7 +162,7 @@ def all_gather_into_tensor(rt: Any, scratch: str) -> str:
     return f"every rank's piece, in rank order, in one tensor on {out.device}"
 
 
-def reduce_scatter_tensor(rt: Any, scratch: str) -> str:
+def reduce_scatter_tensor(rt: Runtime, scratch: str) -> str:
     import torch
 
     full = torch.arange(2 * rt.world_size, dtype=torch.float32, device=rt.device) * (rt.rank + 1)
@@ -171,7 +174,7 @@ def reduce_scatter_tensor(rt: Any, scratch: str) -> str:
     return f"each rank gets its piece of the sum, on {out.device}"
 
 
-def broadcast(rt: Any, scratch: str) -> str:
+def broadcast(rt: Runtime, scratch: str) -> str:
     import torch
 
     last = rt.world_size - 1
@@ -181,7 +184,7 @@ def broadcast(rt: Any, scratch: str) -> str:
     return f"rank {last}'s tensor on every rank, on {t.device}"
 
 
-def all_to_all_single(rt: Any, scratch: str) -> str:
+def all_to_all_single(rt: Runtime, scratch: str) -> str:
     import torch
 
     n = rt.world_size
@@ -192,7 +195,7 @@ def all_to_all_single(rt: Any, scratch: str) -> str:
     return f"piece j of every rank to rank j, on {out.device}"
 
 
-def send_recv(rt: Any, scratch: str) -> str:
+def send_recv(rt: Runtime, scratch: str) -> str:
     import torch
 
     send, recv = _collective("send"), _collective("recv")
@@ -214,7 +217,7 @@ def send_recv(rt: Any, scratch: str) -> str:
 _BARRIER_DELAY_S = 0.5
 
 
-def barrier(rt: Any, scratch: str) -> str:
+def barrier(rt: Runtime, scratch: str) -> str:
     if rt.rank == rt.world_size - 1:
         time.sleep(_BARRIER_DELAY_S)
     start = time.monotonic()
@@ -229,7 +232,7 @@ def barrier(rt: Any, scratch: str) -> str:
 # -- DDP, meshes, FSDP2, a sharded checkpoint --------------------------------------------------------------------
 
 
-def ddp_step(rt: Any, scratch: str) -> str:
+def ddp_step(rt: Runtime, scratch: str) -> str:
     import torch
 
     dist = _dist()
@@ -242,7 +245,7 @@ def ddp_step(rt: Any, scratch: str) -> str:
     assert torch.equal(mine.cpu(), first.cpu()), "after one DDP step the parameters differ between ranks"
     ref = _model(rt)  # the same step on one process: the mean of the per-rank losses over every rank's batch
     batches = [_batch(rt, 0, r) for r in range(rt.world_size)]
-    loss = sum(torch.nn.functional.mse_loss(ref(x), y) for x, y in batches) / rt.world_size
+    loss: Any = sum(torch.nn.functional.mse_loss(ref(x), y) for x, y in batches) / rt.world_size
     loss.backward()
     torch.optim.SGD(ref.parameters(), lr=0.1).step()
     want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()])
@@ -252,7 +255,7 @@ def ddp_step(rt: Any, scratch: str) -> str:
     return "parameters equal on every rank, and to one process's step over every rank's batch"
 
 
-def mesh_1d(rt: Any, scratch: str) -> str:
+def mesh_1d(rt: Runtime, scratch: str) -> str:
     import torch
 
     mesh = _mesh(rt, (rt.world_size,), ("all",))
@@ -264,7 +267,7 @@ def mesh_1d(rt: Any, scratch: str) -> str:
     return f"init_device_mesh({rt.device_type!r}, ({rt.world_size},)): its group {group.group_name!r} reduces"
 
 
-def mesh_2d(rt: Any, scratch: str) -> str:
+def mesh_2d(rt: Runtime, scratch: str) -> str:
     import torch
 
     shape = (rt.world_size, 1) if rt.world_size < 4 else (2, rt.world_size // 2)
@@ -287,7 +290,7 @@ def mesh_2d(rt: Any, scratch: str) -> str:
 _STEPS = 3
 
 
-def fsdp2_step(rt: Any, scratch: str) -> str:
+def fsdp2_step(rt: Runtime, scratch: str) -> str:
     import torch
 
     mesh = _mesh(rt, (rt.world_size,), ("shard",))
@@ -302,7 +305,7 @@ def fsdp2_step(rt: Any, scratch: str) -> str:
     return f"fully_shard over {rt.world_size} ranks: {_STEPS} fp32 steps, losses equal DDP's (relative {worst:.1e})"
 
 
-def sharded_checkpoint(rt: Any, scratch: str) -> str:
+def sharded_checkpoint(rt: Runtime, scratch: str) -> str:
     import torch
 
     _fsdp2(rt)
@@ -330,7 +333,7 @@ def sharded_checkpoint(rt: Any, scratch: str) -> str:
 
 #: The checks each rank runs, in order: (result name, check). Each takes the runtime and a scratch directory that
 #: every rank sees (the sharded checkpoint is written there).
-RANK_CHECKS: tuple[tuple[str, Callable[..., str]], ...] = (
+RANK_CHECKS: tuple[tuple[str, Callable[[Runtime, str], str]], ...] = (
     ("live ranks all_reduce", all_reduce),
     ("live ranks all_gather_into_tensor", all_gather_into_tensor),
     ("live ranks reduce_scatter_tensor", reduce_scatter_tensor),

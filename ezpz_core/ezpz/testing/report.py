@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from attrs import field
 
+from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["CheckResult", "ConformanceReport"]
@@ -28,7 +29,7 @@ class ConformanceReport:
 
     plugin: str
     target: str
-    results: tuple[CheckResult, ...] = field(converter=tuple)
+    results: tuple[CheckResult, ...] = field(converter=as_tuple)
 
     @property
     def passed(self) -> bool:

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ezpz.compiling import CompilePolicy
+    from ezpz.cuda_answers import CudaAnswers
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.failures.signatures import FailureSignature
     from ezpz_cuda.facts import CudaFacts
 
 __all__ = [
@@ -218,7 +220,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
 
 
 @hookimpl
-def ezpz_failure_signatures() -> list[Any]:
+def ezpz_failure_signatures() -> list[FailureSignature]:
     """NCCL and CUDA failure texts (:data:`ezpz_cuda.failures.SIGNATURES`), with their sources."""
     from ezpz.failures.signatures import FailureSignature
     from ezpz_cuda.failures import SIGNATURES
@@ -249,7 +251,7 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
 
 
 @hookimpl
-def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> CudaAnswers | None:
     """On CUDA the script's CUDA calls are already right: ``python -m ezpz.cuda_compat`` redirects nothing."""
     from ezpz.plugin_kit import facts_if_ours
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # names for the annotations only: with `from __future__ impor
     from collections.abc import Mapping
 
     from ezpz.compiling import CompilePolicy
+    from ezpz.cuda_answers import CudaAnswers
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
@@ -209,7 +210,7 @@ def keep_shared_parameters_on_move() -> str:
 
 
 @hookimpl
-def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> CudaAnswers | None:
     """What emu answers a script written for CUDA: no capability, streams, events, graphs or pinned memory;
     emuccl runs gloo underneath, so no ``ReduceOp.AVG``."""
     from ezpz.plugin_kit import facts_if_ours

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.failures.signatures import FailureSignature
 
 __all__ = [
     "NOT_ROCM",
@@ -166,7 +167,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
 
 
 @hookimpl
-def ezpz_failure_signatures() -> list[Any]:
+def ezpz_failure_signatures() -> list[FailureSignature]:
     """RCCL, HIP and ROCm runtime failure texts (:data:`ezpz_rocm.failures.SIGNATURES`), with their sources."""
     from ezpz.failures.signatures import FailureSignature
     from ezpz_rocm.failures import SIGNATURES

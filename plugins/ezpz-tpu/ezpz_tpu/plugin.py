@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ezpz.compiling import CompilePolicy
+    from ezpz.cuda_answers import CudaAnswers
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, ProfilingSupport, SetupPlan, StepBoundary
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.failures.signatures import FailureSignature
 
 __all__ = [
     "ezpz_amp_policy",
@@ -196,7 +198,7 @@ SPMD_SOURCES = ("https://docs.pytorch.org/xla/release/r2.8/perf/fsdp_spmd.html",
 
 
 @hookimpl
-def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: str) -> MeshSupport | None:
     """FSDP2 is not XLA's way to shard: rt.shard refuses, naming torch_xla's SPMD (FSDPv2)."""
     from ezpz.plugin_kit import facts_if_ours
 
@@ -250,7 +252,7 @@ def import_xla_backend() -> None:
 
 
 @hookimpl
-def ezpz_failure_signatures() -> list[Any]:
+def ezpz_failure_signatures() -> list[FailureSignature]:
     """PJRT/XLA failure texts (:data:`ezpz_tpu.failures.SIGNATURES`), with their sources."""
     from ezpz.failures.signatures import FailureSignature
     from ezpz_tpu.failures import SIGNATURES
@@ -259,7 +261,7 @@ def ezpz_failure_signatures() -> list[Any]:
 
 
 @hookimpl
-def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> Any:
+def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) -> CudaAnswers | None:
     """What an XLA device answers a script written for CUDA: a lazy device with no CUDA features."""
     from ezpz.plugin_kit import facts_if_ours
 

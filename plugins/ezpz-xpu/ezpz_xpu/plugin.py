@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ezpz.compiling import CompilePolicy
     from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
+    from ezpz.failures.signatures import FailureSignature
 
 __all__ = [
     "IPEX_EOL",
@@ -135,7 +136,7 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 
 
 @hookimpl
-def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: BackendChoice) -> MeshSupport | None:
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: str) -> MeshSupport | None:
     """xccl cannot split groups: DeviceMesh's groups by new_group (:func:`ezpz_xpu.policy.mesh_support`)."""
     from ezpz.plugin_kit import facts_if_ours
 
@@ -143,7 +144,7 @@ def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: Backe
         return None  # not our device: the plugin that offered it answers
     from ezpz_xpu import policy
 
-    return policy.mesh_support(backend.name, build.version)
+    return policy.mesh_support(backend, build.version)
 
 
 @hookimpl
@@ -198,7 +199,7 @@ def ezpz_before_init(plan: SetupPlan) -> LifecycleAction | None:
 
 
 @hookimpl
-def ezpz_failure_signatures() -> list[Any]:
+def ezpz_failure_signatures() -> list[FailureSignature]:
     """Level Zero / Unified Runtime failure texts (:data:`ezpz_xpu.failures.SIGNATURES`), with their sources."""
     from ezpz.failures.signatures import FailureSignature
     from ezpz_xpu.failures import SIGNATURES
