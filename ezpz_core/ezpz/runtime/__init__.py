@@ -232,7 +232,9 @@ class Runtime:
         a directory with that name is complete. Name directories with
         :func:`ezpz.checkpoints.checkpoint_name` (``step-000010``) so :meth:`latest_checkpoint` finds
         them. ``directory`` must be on a file system every rank sees. Collectives run under the process
-        group's timeout (``EZPZ_TIMEOUT``). Returns the checkpoint's path. See ``docs/checkpoints.md``.
+        group's timeout (``EZPZ_TIMEOUT``). Returns the checkpoint's path. ``directory`` must be free, an empty
+        directory or an ezpz checkpoint (replaced atomically); anything else is refused with a
+        :class:`~ezpz.errors.CheckpointError` before anything is written. See ``docs/checkpoints.md``.
         """
         from ezpz.checkpoints.sharded import save_checkpoint
 
@@ -242,8 +244,9 @@ class Runtime:
         """Restore the modules, optimizers and stateful objects in ``state`` in place; return the plain values.
 
         Pass each under the name it was saved with; the world size may differ from the one that saved
-        (shards are re-cut for this one). A missing or incomplete ``directory`` raises
-        :class:`~ezpz.errors.CheckpointError` naming it, what it lacks and the fix.
+        (shards are re-cut for this one). Every failure (a missing, incomplete or damaged ``directory``, a
+        shape mismatch, a file that is not plain values) is a :class:`~ezpz.errors.CheckpointError` on every
+        rank, its cause in the first line; nothing in the files is executed.
         """
         from ezpz.checkpoints.sharded import load_checkpoint
 
@@ -299,9 +302,11 @@ class Runtime:
         :attr:`device`, unsharded. Where FSDP2 cannot run (XLA, a torch without it for this device) raises
         :class:`~ezpz.errors.UnavailableError` naming the alternative. Create the optimizer afterwards.
         """
+        from ezpz.runtime.arguments import check_shard_arguments
         from ezpz.sharding.fsdp import fsdp2_for, shard_model
         from ezpz.sharding.precision import shard_precision
 
+        check_shard_arguments(model, mesh)
         module = fsdp2_for(self.device_type, self.device_type, self.plan.mesh)
         import torch.distributed as dist
 
