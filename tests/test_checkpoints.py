@@ -5,6 +5,8 @@ Several ranks (FSDP2 and DDP, resharded on 4, 2 and 1 rank(s)) are tests/test_sh
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from torch import nn
@@ -74,10 +76,15 @@ def test_an_interrupted_save_is_never_taken_as_a_checkpoint(rt, tmp_path, monkey
     with pytest.raises(CheckpointError, match=f"missing '{MARKER}'"):
         rt.load_checkpoint(target, model=model)
 
-    monkeypatch.undo()  # saving the same step again replaces what was there
+    monkeypatch.undo()  # without the marker ezpz cannot tell it from another tool's files: a save refuses it
     model2, opt2, _ = _trained(seed=2)
+    with pytest.raises(CheckpointError, match=f"without ezpz's marker {MARKER}"):
+        rt.save_checkpoint(target, model=model2, optim=opt2, step=20)
+    shutil.rmtree(target)  # the user's call
     rt.save_checkpoint(target, model=model2, optim=opt2, step=20)
     assert latest_checkpoint(tmp_path) == target
+    rt.save_checkpoint(target, model=model2, optim=opt2, step=20)  # an ezpz checkpoint is replaced
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000010", "step-000020"]
     assert rt.load_checkpoint(target, model=model, optim=opt) == {"step": 20}
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), model2.state_dict().values()))
 
@@ -110,6 +117,22 @@ def test_wrong_state_is_refused_naming_the_input(rt, tmp_path):
         rt.load_checkpoint(path, model=model, step=1)
     with pytest.raises(CheckpointError, match=r"load_checkpoint\(net=\.\.\.\).*'modules': \['model'\]"):
         rt.load_checkpoint(path, net=model)
+
+
+def test_runtime_methods_name_a_wrong_argument_and_what_is_allowed(rt, tmp_path):
+    from ezpz.errors import ConfigError
+
+    model = nn.Linear(2, 2)
+    for call, said in ((lambda: rt.shard("model"), r"rt\.shard\(model\)='model'.*torch\.nn\.Module"),
+                       (lambda: rt.shard(model, mesh="dp"), r"rt\.shard\(model, mesh\).*DeviceMesh"),
+                       (lambda: rt.mesh(dp="1"), r"rt\.mesh\(dp=\.\.\.\)='1'.*positive number"),
+                       (lambda: rt.save_checkpoint(7, model=model), r"rt\.save_checkpoint\(directory\)=7.*os\.PathLike"),
+                       (lambda: rt.save_checkpoint("", model=model), r"rt\.save_checkpoint\(directory\)=''"),
+                       (lambda: rt.load_checkpoint(b"ck", model=model), r"rt\.load_checkpoint\(directory\)=b'ck'"),
+                       (lambda: rt.load_checkpoint(tmp_path, model="model"), r"load_checkpoint\(model=\.\.\.\)='model'.*modules")):
+        with pytest.raises(ConfigError, match=said):
+            call()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_finding_the_latest_checkpoint_imports_no_torch(tmp_path):

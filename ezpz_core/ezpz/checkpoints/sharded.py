@@ -6,7 +6,10 @@ values (``step=10``). Modules and optimizers go through DCP's state-dict API
 (``get_model_state_dict``/``get_optimizer_state_dict``), so every rank writes its own shard,
 DDP's ``module.`` prefix is dropped, and a checkpoint loads on any world size; the other
 entries are written by rank 0 to :data:`~ezpz.checkpoints.layout.VALUES`. The directory
-becomes complete last (:mod:`ezpz.checkpoints.layout`).
+becomes complete last (:mod:`ezpz.checkpoints.layout`); a save writes only where nothing is, into an
+empty directory or over an ezpz checkpoint (:mod:`.ownership`), which it replaces atomically
+(:mod:`.replace`). A load checks every file first (:mod:`.verify`) and reads nothing that could
+run code (:mod:`.safe_read`): each failure is a :class:`~ezpz.errors.CheckpointError` on every rank.
 
 Every collective here runs on the default process group, under its timeout (``EZPZ_TIMEOUT``
 for a group ``setup()`` made): a rank that never arrives is an error, not a hang. Rank 0's
@@ -18,15 +21,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ezpz.checkpoints.layout import FORMAT, MARKER, VALUES, read_marker, staging_path
+from ezpz.checkpoints.layout import FORMAT, MARKER, VALUES, staging_path
+from ezpz.checkpoints.ownership import claim, tidy
+from ezpz.checkpoints.replace import install
 from ezpz.errors import CheckpointError
 from ezpz.primitives.atomic_file import write_json_atomically
+
+_T = TypeVar("_T")
 
 __all__ = ["load_checkpoint", "save_checkpoint"]
 
@@ -95,40 +101,87 @@ def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-def _on_rank0(step: str, directory: Path, fn: Callable[[], None], distributed: bool) -> None:
-    """Run ``fn`` on rank 0 only and raise its failure on every rank (one broadcast), so no rank waits forever."""
+def _path(directory: object, who: str) -> Path:
+    """``directory`` as an absolute path; anything but a non-empty ``str`` or ``os.PathLike`` is refused by name."""
+    raw = os.fspath(directory) if isinstance(directory, (str, os.PathLike)) else None
+    if not isinstance(raw, str) or not raw or "\0" in raw:
+        raise CheckpointError(name=f"rt.{who}(directory)", value=directory,
+                              expected="a non-empty path: a str or os.PathLike (pathlib.Path)",
+                              fix=f"pass the checkpoint's directory, e.g. rt.{who}('checkpoints/step-000010', ...)")
+    return Path(raw).absolute()
+
+
+def _first_line(err: object) -> str:
+    if isinstance(err, tuple) and err:  # DCP keeps (exception, traceback) per rank
+        err = err[0]
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:500]
+
+
+def _failure(where: str, err: BaseException) -> str:
+    """``err`` in one line, its cause first: DCP's ``CheckpointException`` is unpacked to each rank's failure."""
+    failures = getattr(err, "failures", None)
+    if isinstance(failures, dict) and failures:
+        return f"{where}: {'; '.join(f'rank {rank}: {_first_line(e)}' for rank, e in sorted(failures.items()))}"
+    return f"{where}: {_first_line(err)}"
+
+
+def _collective_error(path: Path, who: str, step: str, err: BaseException) -> CheckpointError:
+    return CheckpointError(name=f"{who}({str(path)!r})", value=_failure(step, err),
+                           expected="every rank in the same call, on a file system they all see",
+                           fix="call it on every rank with the same directory and names; a rank that never arrived "
+                               "is named in the process group's own error above")
+
+
+def _on_rank0(who: str, path: Path, step: str, fn: Callable[[], _T], distributed: bool) -> _T | None:
+    """Run ``fn`` on rank 0 only and raise its failure on every rank (one broadcast, under the group's timeout).
+
+    Returns ``fn``'s result on rank 0 and with it on every rank (it travels in the broadcast).
+    """
     import torch.distributed as dist
 
-    error, cause = None, None
+    error: CheckpointError | None = None
+    result: _T | None = None
+    cause: BaseException | None = None
     if not distributed or dist.get_rank() == 0:
         try:
-            fn()
+            result = fn()
+        except CheckpointError as err:  # already names the input and the fix
+            error, cause = err, err.__cause__
         except Exception as err:  # any failure of the file system step: every rank must hear of it
-            error, cause = f"{type(err).__name__}: {err}", err
+            error = CheckpointError(name=f"{who}({str(path)!r})", value=f"rank 0 failed to {step}: "
+                                    f"{type(err).__name__}: {err}",
+                                    expected="a directory every rank can write and read, on a file system they all see",
+                                    fix="check the path, its permissions and free space, then try again")
+            cause = err
     if distributed:
-        box = [error]
-        dist.broadcast_object_list(box, src=0)
-        error = box[0]
-    if isinstance(cause, CheckpointError):  # already names the input and the fix
-        raise cause
+        box: list[Any] = [error, result]
+        try:
+            dist.broadcast_object_list(box, src=0)
+        except Exception as err:  # a rank that never came, or a broken group: named, never a hang
+            raise _collective_error(path, who, f"waiting for rank 0 to {step}", err) from err
+        if dist.get_rank() != 0:
+            error, result = box
     if error is not None:
-        raise CheckpointError(name=f"save_checkpoint({str(directory)!r})", value=f"rank 0 failed to {step}: {error}",
-                              expected="a directory every rank can write, on a file system they all see",
-                              fix="check the path, its permissions and free space, then save again") from cause
+        raise error from cause
+    return result
 
 
-def _sync_directory(path: Path) -> None:
-    """``fsync`` a directory, so the renames in it are on disk; a file system that cannot is left as it is."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def _agree(who: str, path: Path, error: CheckpointError | None, distributed: bool) -> None:
+    """Every rank's own check, gathered: each raises the first rank's error, so all fail or none does."""
+    import torch.distributed as dist
+
+    if distributed:
+        found: list[Any] = [None] * dist.get_world_size()
+        try:
+            dist.all_gather_object(found, error)
+        except Exception as err:
+            raise _collective_error(path, who, "gathering every rank's check", err) from err
+        first = next((e for e in found if e is not None), None)
+        if error is None and first is not None:
+            error = first
+    if error is not None:
+        raise error from error.__cause__
 
 
 def _values_bytes(sorted_state: _State) -> bytes:
@@ -155,11 +208,18 @@ def _values_bytes(sorted_state: _State) -> bytes:
 
 
 def save_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any]) -> Path:
-    """Write ``state`` as a checkpoint at ``directory`` (complete last); every rank calls it. Returns the path."""
+    """Write ``state`` as a checkpoint at ``directory`` (complete last); every rank calls it. Returns the path.
+
+    Rank 0 decides first, for every rank, whether the path is free, an empty directory or an ezpz
+    checkpoint (:func:`~ezpz.checkpoints.ownership.claim`); anything else is refused before a byte is written.
+    """
     import torch
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
 
-    final = Path(directory).absolute()
+    from ezpz.checkpoints.verify import fingerprint
+
+    final = _path(directory, "save_checkpoint")
     sorted_state = _State(state, "save_checkpoint")
     if not sorted_state.modules and not sorted_state.optimizers and not sorted_state.stateful and not sorted_state.values:
         raise CheckpointError(name="save_checkpoint(**state)", value={}, expected="at least one thing to save",
@@ -170,14 +230,21 @@ def save_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any])
 
     def prepare() -> None:
         values.append(_values_bytes(sorted_state))
+        if os.path.lexists(final):
+            claim(final)  # refuses what ezpz did not write, before anything is touched
+        tidy(final)  # what an interrupted save of this path left (ezpz's own directories only); may put one back
+        claim(final)
         final.parent.mkdir(parents=True, exist_ok=True)
-        if staging.exists():  # an earlier save of this name that never finished
-            shutil.rmtree(staging)
         staging.mkdir()
 
-    _on_rank0("prepare", staging, prepare, distributed)
-    with _quiet_single_process(distributed):
-        dcp.save(sorted_state.tensor_state(), checkpoint_id=staging, no_dist=not distributed)
+    _on_rank0("save_checkpoint", final, "prepare", prepare, distributed)
+    try:
+        with _quiet_single_process(distributed):
+            dcp.save(sorted_state.tensor_state(), checkpoint_id=staging, no_dist=not distributed)
+    except (Exception, CheckpointException) as err:  # DCP's own error derives from BaseException
+        raise CheckpointError(name=f"save_checkpoint({str(final)!r})", value=_failure("writing the shards", err),
+                              expected="a directory every rank can write, on a file system they all see",
+                              fix="check the path, its permissions and free space, then save again") from err
     world = torch.distributed.get_world_size() if distributed else 1
 
     def complete() -> None:
@@ -185,30 +252,30 @@ def save_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any])
             out.write(values[0])
             out.flush()
             os.fsync(out.fileno())
-        write_json_atomically(staging / MARKER, {"format": FORMAT, "world_size": world, **sorted_state.kinds()},
-                              fsync=True)
-        replaced = final.with_name(f".{final.name}.replaced")
-        if final.exists():  # the same step saved again (a resumed run): the older copy goes once the new one is in
-            if replaced.exists():
-                shutil.rmtree(replaced)
-            final.rename(replaced)
-        staging.rename(final)
-        _sync_directory(final.parent)  # the rename itself survives a crash too
-        if replaced.exists():
-            shutil.rmtree(replaced, ignore_errors=True)
+        files = {entry.name: fingerprint(Path(entry.path)) for entry in os.scandir(staging)
+                 if entry.is_file(follow_symlinks=False)}
+        write_json_atomically(staging / MARKER, {"format": FORMAT, "world_size": world, **sorted_state.kinds(),
+                                                 "files": files}, fsync=True)
+        install(staging, final, claim(final))  # looked at again: nothing appeared there since prepare
 
-    _on_rank0("complete it", final, complete, distributed)
+    _on_rank0("save_checkpoint", final, "complete it", complete, distributed)
     return final
 
 
 def load_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any]) -> dict[str, Any]:
-    """Restore ``state``'s modules, optimizers and stateful objects in place from ``directory``; return its values."""
-    import torch
+    """Restore ``state``'s modules, optimizers and stateful objects in place from ``directory``; return its values.
+
+    Rank 0 checks every file first (:func:`~ezpz.checkpoints.verify.check_files`), every rank its tensors'
+    shapes; a failure anywhere is the same :class:`~ezpz.errors.CheckpointError` on every rank.
+    """
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
-    path = Path(directory).absolute()
-    marker = read_marker(path)  # raises, naming what is missing, unless the directory is complete
+    from ezpz.checkpoints.safe_read import SafeLoadPlanner, SafeReader
+    from ezpz.checkpoints.verify import check_files, check_shapes
+
+    path = _path(directory, "load_checkpoint")
     sorted_state = _State(state, "load_checkpoint")
     if sorted_state.values:
         key = next(iter(sorted_state.values))
@@ -217,24 +284,43 @@ def load_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any])
             expected="modules, optimizers and objects with load_state_dict, restored in place",
             fix=f"drop {key}=...: plain values come back as load_checkpoint's result, e.g. "
                 f"values = rt.load_checkpoint(directory, model=model); {key} = values[{key!r}]")
-    for kind, names in sorted_state.kinds().items():
-        absent = [n for n in names if n not in marker.get(kind, ())]
-        if absent:
-            saved = {k: v for k, v in marker.items() if k in ("modules", "optimizers", "stateful", "values")}
-            raise CheckpointError(
-                name=f"load_checkpoint({absent[0]}=...)", value=f"not among the {kind} saved in {path}",
-                expected=f"names the checkpoint holds: {saved}",
-                fix="pass each object under the name it was saved with")
-    tensors = sorted_state.tensor_state()
     distributed = _distributed()
-    with _quiet_single_process(distributed):
-        dcp.load(tensors, checkpoint_id=path, no_dist=not distributed)
-    for key, module in sorted_state.modules.items():
-        set_model_state_dict(module, tensors[key])
-    for key, (optimizer, model_key) in sorted_state.optimizers.items():
-        set_optimizer_state_dict(sorted_state.modules[model_key], optimizer, tensors[key])
-    with open(path / VALUES, "rb") as f:
-        saved_values = torch.load(f, weights_only=True)
-    for key, obj in sorted_state.stateful.items():
-        obj.load_state_dict(saved_values["stateful"][key])
+    checked = _on_rank0("load_checkpoint", path, "read the checkpoint", lambda: check_files(path), distributed)
+    assert checked is not None  # _on_rank0 raised otherwise
+    marker, metadata, saved_values = checked
+    mine: CheckpointError | None = None
+    tensors: dict[str, Any] = {}
+    try:
+        for kind, names in sorted_state.kinds().items():
+            absent = [n for n in names if n not in marker.get(kind, ())]
+            if absent:
+                saved = {k: v for k, v in marker.items() if k in ("modules", "optimizers", "stateful", "values")}
+                raise CheckpointError(
+                    name=f"load_checkpoint({absent[0]}=...)", value=f"not among the {kind} saved in {path}",
+                    expected=f"names the checkpoint holds: {saved}",
+                    fix="pass each object under the name it was saved with")
+        tensors = sorted_state.tensor_state()
+        check_shapes(path, metadata, tensors, list(sorted_state.modules))
+    except CheckpointError as err:
+        mine = err
+    except Exception as err:  # this rank alone failed to build its state: the others must hear it, not wait
+        mine = CheckpointError(name=f"load_checkpoint({str(path)!r})", value=_failure("preparing this rank's state", err),
+                               expected="modules and optimizers DCP's state-dict API reads",
+                               fix="pass the objects as saved (modules, their optimizers, objects with state_dict)")
+        mine.__cause__ = err
+    _agree("load_checkpoint", path, mine, distributed)
+    try:
+        with _quiet_single_process(distributed):
+            dcp.load(tensors, storage_reader=SafeReader(path), planner=SafeLoadPlanner(), no_dist=not distributed)
+        for key, module in sorted_state.modules.items():
+            set_model_state_dict(module, tensors[key])
+        for key, (optimizer, model_key) in sorted_state.optimizers.items():
+            set_optimizer_state_dict(sorted_state.modules[model_key], optimizer, tensors[key])
+        for key, obj in sorted_state.stateful.items():
+            obj.load_state_dict(saved_values["stateful"][key])
+    except (Exception, CheckpointException) as err:  # DCP's own error derives from BaseException
+        raise CheckpointError(name=f"load_checkpoint({str(path)!r})", value=_failure("reading the shards", err),
+                              expected="a checkpoint as save_checkpoint wrote it, read by every rank",
+                              fix="resume from another checkpoint (ezpz.checkpoints.latest_checkpoint lists complete "
+                                  "ones)") from err
     return dict(saved_values["values"])

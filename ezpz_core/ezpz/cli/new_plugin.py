@@ -74,7 +74,7 @@ def template_values(
     mine = backend or f"{device}ccl"
     values = {
         "name": name, "dist": f"ezpz-{name}", "package": package, "device": device, "Device": camel,
-        "ENV": name.upper().replace("-", "_"), "backend": mine, "vendor": vendor or name,
+        "ENV": name.upper().replace("-", "_"), "backend": mine, "BACKEND": mine.upper(), "vendor": vendor or name,
         "extension": extension or f"torch_{device}", "visible_var": f"{device.upper()}_VISIBLE_DEVICES",
         "core_version": ezpz.__version__,
     }

@@ -4,7 +4,9 @@ A checkpoint is ``<dir>/step-<NNNNNNNN>.pt``, written to a temporary file in the
 same directory and renamed into place (``os.replace`` is atomic on POSIX), so a
 rank killed mid-write leaves a ``.tmp`` file that is never read, never a torn
 checkpoint. The directory need not be shared: rank 0 reads the newest one and
-broadcasts it to the others.
+broadcasts it to the others. A plain file named ``step-<NNNNNNNN>.pt`` there is taken as
+one of these checkpoints (replaced, or pruned past :data:`KEEP`); anything else of that name
+(a directory, a symbolic link, a FIFO) is refused, never replaced, and other names are never touched.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ def save(directory: Path, step: int, state: dict[str, Any], *, write: Callable[[
     """
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step-{step:08d}.pt"
+    if final.is_symlink() or (final.exists() and not final.is_file()):
+        from ezpz.errors import CheckpointError
+
+        found = "a symbolic link" if final.is_symlink() else "not a file"
+        raise CheckpointError(name="--checkpoint-dir", value=f"{final} is {found}",
+                              expected="a directory whose step-<NNNNNNNN>.pt entries are checkpoints this script wrote",
+                              fix="move it away, or pass another --checkpoint-dir")
     fd, tmp = tempfile.mkstemp(prefix=f".step-{step:08d}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -43,7 +52,8 @@ def save(directory: Path, step: int, state: dict[str, Any], *, write: Callable[[
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    for old in sorted(p for p in directory.iterdir() if _NAME.match(p.name))[:-KEEP]:
+    mine = (p for p in directory.iterdir() if _NAME.match(p.name) and p.is_file() and not p.is_symlink())
+    for old in sorted(mine)[:-KEEP]:
         old.unlink(missing_ok=True)
     return final
 

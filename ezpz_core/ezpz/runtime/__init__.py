@@ -253,7 +253,9 @@ class Runtime:
         a directory with that name is complete. Name directories with
         :func:`ezpz.checkpoints.checkpoint_name` (``step-000010``) so :meth:`latest_checkpoint` finds
         them. ``directory`` must be on a file system every rank sees. Collectives run under the process
-        group's timeout (``EZPZ_TIMEOUT``). Returns the checkpoint's path. See ``docs/checkpoints.md``.
+        group's timeout (``EZPZ_TIMEOUT``). Returns the checkpoint's path. ``directory`` must be free, an empty
+        directory or an ezpz checkpoint (replaced atomically); anything else is refused with a
+        :class:`~ezpz.errors.CheckpointError` before anything is written. See ``docs/checkpoints.md``.
         """
         from ezpz.checkpoints.sharded import save_checkpoint
 
@@ -263,8 +265,9 @@ class Runtime:
         """Restore the modules, optimizers and stateful objects in ``state`` in place; return the plain values.
 
         Pass each under the name it was saved with; the world size may differ from the one that saved
-        (shards are re-cut for this one). A missing or incomplete ``directory`` raises
-        :class:`~ezpz.errors.CheckpointError` naming it, what it lacks and the fix.
+        (shards are re-cut for this one). Every failure (a missing, incomplete or damaged ``directory``, a
+        shape mismatch, a file that is not plain values) is a :class:`~ezpz.errors.CheckpointError` on every
+        rank, its cause in the first line; nothing in the files is executed.
         """
         from ezpz.checkpoints.sharded import load_checkpoint
 
@@ -310,14 +313,17 @@ class Runtime:
         Parameters are gathered in the precision policy's autocast dtype (bf16 or fp16) and gradients
         reduced in fp32 (``MixedPrecisionPolicy``; its reason in ``explain()["sharding"]``); fp32 policies
         leave both as stored. With fp16 use :meth:`grad_scaler`: its unscale agrees on overflow over the
-        mesh. Keyword arguments go to every ``fully_shard`` call and win (``mp_policy=``,
-        ``reshard_after_forward=``, ...). One process: ``model`` on :attr:`device`, unsharded. Where FSDP2
-        cannot run (XLA, a torch without it for this device) raises
+        mesh. Where the backend lacks ``AVG`` or ``PREMUL_SUM`` (XCCL, oneCCL; gloo's ``PREMUL_SUM``), gradients
+        are reduced with ``SUM`` and divided once after, as DDP's. Keyword arguments go to every ``fully_shard``
+        call and win (``mp_policy=``, ``reshard_after_forward=``, ...). One process: ``model`` on
+        :attr:`device`, unsharded. Where FSDP2 cannot run (XLA, a torch without it for this device) raises
         :class:`~ezpz.errors.UnavailableError` naming the alternative. Create the optimizer afterwards.
         """
+        from ezpz.runtime.arguments import check_shard_arguments
         from ezpz.sharding.fsdp import fsdp2_for, shard_model
         from ezpz.sharding.precision import shard_precision
 
+        check_shard_arguments(model, mesh)
         module = fsdp2_for(self.device_type, self.device_type, self.plan.mesh)
         import torch.distributed as dist
 
@@ -326,7 +332,7 @@ class Runtime:
                 return model
             return model.to(self.device)
         return shard_model(model, mesh if mesh is not None else self.mesh(), module,
-                           shard_precision(self.amp, self.device_type), **fsdp_options)
+                           shard_precision(self.amp, self.device_type), self.plan.mesh, **fsdp_options)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""
