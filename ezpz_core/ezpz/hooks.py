@@ -360,9 +360,9 @@ def teardown() -> None:
 
     stop_preemption()
     stop_capturing_failures()
-    from ezpz.failures.rank_markers import mark_ended
-
-    mark_ended()  # this rank got through teardown (also written at exit when teardown is never called)
+    markers = sys.modules.get("ezpz.failures.rank_markers")  # loaded by setup() only when a failure dir was set
+    if markers is not None:
+        markers.mark_ended()  # this rank got through teardown (also written at exit when teardown is never called)
     preempted = _runtime is not None and _runtime.preempted
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)
