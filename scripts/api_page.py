@@ -38,6 +38,7 @@ PUBLIC: tuple[tuple[str, str], ...] = (
     ("ezpz.testing", "plugin tests"),
     ("ezpz.testing.live", "plugin tests"),
     ("ezpz.testing.live_ranks", "plugin tests"),
+    ("ezpz.testing.torch_db", "plugin tests"),
     ("ezpz.testing.pytest_plugin", "plugin tests"),
 )
 

@@ -8,6 +8,7 @@
 #   EZPZ_TEST_VENV=/path bash scripts/test.sh   # another venv than .venv-test/ (created if missing)
 #   EZPZ_TEST_PINS=pins.txt bash scripts/test.sh # pins (torch==...) for that venv other than constraints.txt
 #   bash scripts/test.sh tests/test_setup.py -x  # install as always, then only this pytest run
+#   EZPZ_NO_PREPARE=1 bash scripts/test.sh      # the compat/XLA venvs made when their suites run, not in the background
 #
 # Everything is installed into .venv-test/ (git-ignored; created on the first run with ${PYTHON:-python3} -m venv,
 # reused after), never into the Python or venv you run this from: your `pip list` stays as it was.
@@ -15,18 +16,41 @@
 # MPICH (mpich, libmpich-dev: mpi4py is built against it), iproute2 (network-namespace tests) and a live Slurm
 # (bash scripts/slurm.sh start). Tests that need a missing one skip, saying why (outside CI).
 #
-# 1. editable installs of the core and all plugins into .venv-test/: the core suite, each plugin's suite, the
-#    docs build;
+# 1. editable installs of the core and all plugins into .venv-test/: the core suite, the core suite again on a
+#    stand-in for a one-GPU host (only the tests that can depend on the host: tests/host_touch.py), each plugin's
+#    suite, the docs build;
 # 2. wheels of all six distributions built once (scripts/build-dists.sh), installed NOT editable into one
 #    fresh venv: `ezpz doctor` and `ezpz plugins` on the core alone, then each plugin in turn installed
 #    beside the core only (its wheel added, checked, its suite run, removed again), so a file missing from
 #    a wheel or a wrong packages.find shows up here and not on a user's machine;
 # 3. the compatibility suite (scripts/compat.sh): the core's wheel from step 2 on the oldest torch the core declares
-#    and on the newest, each in a venv of its own made and deleted there (tests/test_torch_compat.py).
+#    and on the newest, each in a venv of its own made and deleted there (tests/test_torch_compat.py);
+# 4. ezpz-tpu's suite on XLA's CPU runtime (scripts/xla-suite.sh).
+# The venvs of 3 and 4 (GBs of downloads) are made in the background while 1 and 2 run, where the disk has room
+# (EZPZ_NO_PREPARE=1: not); the network-namespace tests, whose failover bounds are timed, run once that is done.
+# At its end it prints the wall time of each stage (docs/ci.md says where CI's time goes).
 # A suite that collects no tests fails (pytest exit code 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+
+# The wall time of each stage, printed at the end (and on an early exit): one row per stage.
+T0=$SECONDS
+ROWS=()
+row() { ROWS+=("$(printf '%6d s  %-6s  %s' "$1" "$2" "$3")"); }
+summary() {
+  echo; echo "=== wall time per stage (scripts/test.sh; docs/ci.md) ==="
+  if [ -n "${EZPZ_CI_TIMES:-}" ]; then printf '%s\n' "$EZPZ_CI_TIMES"; fi  # .ci/run's own stages, before this script
+  if [ ${#ROWS[@]} -gt 0 ]; then printf '%s\n' "${ROWS[@]}"; fi
+  printf '%6d s          scripts/test.sh in all\n' $((SECONDS - T0))
+}
+prep="" prep_pid=""
+finish() {
+  if [ -n "$prep_pid" ]; then kill -- "-$prep_pid" 2>/dev/null || true; wait "$prep_pid" 2>/dev/null || true; fi
+  if [ -n "$prep" ]; then rm -rf "$prep"; fi
+  summary
+}
+trap finish EXIT
 
 # The tests' own venv. Its bin/ goes first on PATH, so torchrun, ezpz and the launchers' `python` are this venv's.
 VENV=${EZPZ_TEST_VENV:-$(pwd)/.venv-test}
@@ -49,8 +73,9 @@ DOCS=("mkdocs==1.6.1" "mkdocs-material==9.8.1" "mkdocstrings[python]==1.0.8" "mk
 # (scripts/compat.sh: the core suite in its venv of the newest torch).
 PINS=${EZPZ_TEST_PINS:-constraints.txt}
 TORCH_PIN=$(grep -m1 '^torch==' "$PINS") || { echo "$PINS pins no torch (a line torch==VERSION)" >&2; exit 2; }
+t=$SECONDS
 $PY -m pip install -q -c "$PINS" "$TORCH_PIN" setuptools build "${TOOLS[@]}" "${DOCS[@]}"
-$PY -m pip install -q -c "$PINS" --no-build-isolation -e ".[port]" "${present[@]/#/-e}"
+$PY -m pip install -q -c "$PINS" --no-build-isolation -e ".[port,kit]" "${present[@]/#/-e}"
 # DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
 # torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
 DS_BUILD_OPS=0 $PY -m pip install -q -c "$PINS" --no-build-isolation "deepspeed==0.19.8"
@@ -66,14 +91,70 @@ if command -v mpicc.mpich >/dev/null 2>&1; then
     MPICC=mpicc.mpich $PY -m pip install -q --no-binary mpi4py --target "$EZPZ_TEST_MPI4PY_MPICH" "mpi4py==4.1.2"
   fi
 fi
+row $((SECONDS - t)) ok "installs into $VENV (torch, tools, docs, ezpz and plugins editable, DeepSpeed, Ray, mpi4py)"
 
 status=0
-run() { echo; echo "=== $* ==="; "$@" || { echo "=== FAILED (exit $?): $* ==="; status=1; }; }
+# run [--as LABEL] CMD...: one stage; its wall time and result go into the summary (the label, else the command).
+run() {
+  local label="" t=$SECONDS rc=0
+  if [ "$1" = --as ]; then label=$2; shift 2; fi
+  label=${label:-$*}
+  echo; echo "=== $label ==="
+  "$@" || rc=$?
+  if [ $rc != 0 ]; then echo "=== FAILED (exit $rc): $label ==="; status=1; fi
+  row $((SECONDS - t)) "$([ $rc = 0 ] && echo ok || echo FAILED)" "${label//$VENV\/bin\//}"
+}
 ROOT=$(pwd)
 
 if [ $# -gt 0 ]; then  # a subset: the same venv and installs, then only the pytest run asked for
+  trap - EXIT
   exec $PY -m pytest "$@"
 fi
+
+# The venvs of the compatibility and XLA suites, made in the background (network-bound: about 2.7 GB for each of
+# the two CUDA builds of torch, 7 GB for torch 2.9.0 + torch-xla) while the core suite runs, where the disk has room
+# for all three at once (about 20 GB: 30 GB free is asked; else each suite makes its own later, as before). Niced: the tests
+# come first. A failed prepare is not a failure: its log is printed, and the suite makes what is missing itself.
+prep=$(mktemp -d)
+want_compat=$([ "${EZPZ_SKIP_COMPAT:-0}" != 1 ] && echo 1 || echo 0)
+want_xla=$([ "${EZPZ_SKIP_XLA:-0}" != 1 ] && echo 1 || echo 0)
+COMPAT_VENVS=""
+XLA_VENV=${EZPZ_XLA_VENV:-}
+if [ "${CI:-}" = true ] && [ -z "$XLA_VENV" ]; then XLA_VENV="$prep/venv-xla"; fi  # under CI: temporary, deleted after
+free_gb=$(df -Pk "$prep" | awk 'NR==2 {print int($4 / 1048576)}')
+if [ "${EZPZ_NO_PREPARE:-0}" != 1 ] && [ $((want_compat + want_xla)) -gt 0 ]; then
+  if [ "$free_gb" -ge "${EZPZ_PREPARE_MIN_GB:-30}" ]; then
+    [ "$want_compat" = 1 ] && COMPAT_VENVS="$prep/compat"
+    echo "=== preparing the compatibility and XLA venvs in the background ($free_gb GB free; log $prep/prepare.log) ==="
+    # A process group of its own (setsid), so an early exit of this script can stop it and everything it started.
+    EZPZ_COMPAT_VENVS="$COMPAT_VENVS" EZPZ_XLA_VENV="${XLA_VENV:-$ROOT/.venv-xla}" WANT_COMPAT=$want_compat \
+      WANT_XLA=$want_xla nice -n 10 setsid bash -c '
+        t=$SECONDS rc=0
+        if [ "$WANT_COMPAT" = 1 ]; then bash scripts/compat.sh --prepare || rc=1; fi
+        if [ "$WANT_XLA" = 1 ]; then bash scripts/xla-suite.sh --prepare || rc=1; fi
+        echo "=== prepare exit $rc in $((SECONDS - t)) s ==="
+        exit $rc' >"$prep/prepare.log" 2>&1 </dev/null &
+    prep_pid=$!
+  else
+    echo "=== not preparing the compatibility and XLA venvs in the background: $free_gb GB free, under ${EZPZ_PREPARE_MIN_GB:-30} GB ==="
+  fi
+fi
+# prepared: wait for the background prepare (if any), printing its log when it failed.
+prepared() {
+  [ -n "$prep_pid" ] || return 0
+  local t=$SECONDS rc=0
+  echo; echo "=== waiting for the background prepare of the compatibility and XLA venvs ==="
+  wait "$prep_pid" || rc=$?
+  prep_pid=""
+  tail -n 1 "$prep/prepare.log"
+  if [ $rc != 0 ]; then
+    echo "=== the background prepare failed (exit $rc; the suites make what is missing themselves): its log ==="
+    cat "$prep/prepare.log"
+  fi
+  row $((SECONDS - t)) "$([ $rc = 0 ] && echo ok || echo failed)" "waited for the background prepare ($(sed -n 's/^=== prepare exit .* in \(.*\) ===$/\1/p' "$prep/prepare.log") in all)"
+}
+# The core pass records which tests could depend on the host (tests/host_touch.py); the stand-in pass reruns those.
+HOST_RECORD="$prep/host-touch"
 
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   # The import contracts in pyproject.toml: layers, launch detection apart from launch driving, no core -> original.
@@ -85,16 +166,19 @@ if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   for p in "${present[@]}"; do
     run $PY -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --config "$p/pyproject.toml"
   done
-  # Two workers (pytest-xdist); the tests that make network-namespace nodes run after, one at a time: their
-  # failover bounds are timed against an uninterrupted run, which a test on the other worker would slow.
-  run $PY -m pytest tests -q -ra -n 2 --dist loadgroup -m "not netns"
-  run $PY -m pytest tests -q -ra -m netns
-  run env PY="$PY" bash scripts/standin-suite.sh  # the core suite again, on a stand-in for a one-GPU host
+  # Two workers (pytest-xdist); the tests that make network-namespace nodes run later (below), one at a time: their
+  # failover bounds are timed against an uninterrupted run, which a test on the other worker or a download would slow.
+  run --as "core suite (not netns), recording which tests touch the host" \
+    env EZPZ_TEST_HOST_RECORD="$HOST_RECORD" $PY -m pytest tests -q -ra -n 2 --dist loadgroup -m "not netns"
+  # The core suite again on a stand-in for a one-GPU host: the tests the record shows could depend on the host.
+  run --as "stand-in for a one-GPU host (not netns): the tests that touched the host" \
+    env PY="$PY" EZPZ_TEST_HOST_ONLY="$HOST_RECORD" \
+    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup -m "not netns"
   for p in "${present[@]}"; do
-    run $PY -m pytest "$p/tests" -q -ra
+    run --as "$(basename "$p") suite (editable, all plugins installed together)" $PY -m pytest "$p/tests" -q -ra
   done
   if [ -f mkdocs.yml ]; then
-    NO_MKDOCS_2_WARNING=1 run $PY -m mkdocs build --strict --site-dir "$(mktemp -d)"
+    NO_MKDOCS_2_WARNING=1 run --as "docs build (mkdocs --strict)" $PY -m mkdocs build --strict --site-dir "$prep/site"
   fi
 fi
 
@@ -102,12 +186,14 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
   work=$(mktemp -d)
   dist="$work/dist" venv="$work/venv"
   echo; echo "=== wheels: scripts/build-dists.sh -> $dist ==="
+  t=$SECONDS
   PYTHON=$PY bash scripts/build-dists.sh "$dist"
   $PY -m venv "$venv"
   vpy="$venv/bin/python"
   "$vpy" -m pip install -q -c constraints.txt "torch==2.13.0" "${TOOLS[@]}"
   # The core from its wheel file (never an index's unrelated "ezpz"); its dependencies from the index.
   "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" "$dist"/ezpz-[0-9]*.whl
+  row $((SECONDS - t)) ok "wheels built, and a fresh venv with the core's wheel"
   # Run from a directory without sources, so nothing from this checkout can shadow the installed packages.
   in_work() { (cd "$work" && "$@"); }
   quiet() { "$@" >/dev/null; }
@@ -122,27 +208,36 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
     "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" "$dist/$wheel_name"-[0-9]*.whl
     run in_work quiet "$venv/bin/ezpz" doctor
     run in_work "$vpy" "$ROOT/scripts/check_installed.py" "$plugin"
-    run "$venv/bin/pytest" "$p/tests" -q -ra -p no:cacheprovider --rootdir "$p"
+    run --as "$dist_name suite from its wheel, beside the core wheel only" \
+      "$venv/bin/pytest" "$p/tests" -q -ra -p no:cacheprovider --rootdir "$p"
     "$vpy" -m pip uninstall -q -y "$dist_name"
   done
   rm -rf "$venv"
-  run env PYTHON="$PY" EZPZ_NEW_PLUGIN_DIST="$dist" bash scripts/new-plugin-check.sh  # `ezpz new-plugin`, both shapes, from wheels
+  run --as "scripts/new-plugin-check.sh: ezpz new-plugin, both shapes, from wheels" \
+    env PYTHON="$PY" EZPZ_NEW_PLUGIN_DIST="$dist" bash scripts/new-plugin-check.sh
 fi
 
-if [ "${EZPZ_SKIP_COMPAT:-0}" != 1 ]; then
-  # The wheels step 2 built, if it ran; compat.sh builds its own otherwise.
-  run env EZPZ_COMPAT_DIST="${dist:-}" bash scripts/compat.sh
+prepared  # nothing in the background from here on
+if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
+  # The network-namespace nodes, one at a time, on an otherwise idle machine; then those on the stand-in.
+  run --as "core suite (netns), recording" \
+    env EZPZ_TEST_HOST_RECORD="$HOST_RECORD" $PY -m pytest tests -q -ra -m netns
+  run --as "stand-in for a one-GPU host (netns): the tests that touched the host" \
+    env PY="$PY" EZPZ_TEST_HOST_ONLY="$HOST_RECORD" bash scripts/standin-suite.sh tests -q -ra -m netns
 fi
-if [ "${EZPZ_SKIP_XLA:-0}" != 1 ]; then
+
+if [ "$want_compat" = 1 ]; then
+  # The wheels step 2 built, if it ran; compat.sh builds its own otherwise. The venvs prepared above, if any
+  # (deleted after); else compat.sh makes and deletes its own.
+  run --as "scripts/compat.sh: torch 2.4.1 and 2.15.0 (the core wheel; the core suite on 2.15.0)" \
+    env EZPZ_COMPAT_DIST="${dist:-}" EZPZ_COMPAT_VENVS="$COMPAT_VENVS" bash scripts/compat.sh
+  if [ -n "$COMPAT_VENVS" ]; then rm -rf "$COMPAT_VENVS"; fi
+fi
+if [ "$want_xla" = 1 ]; then
   # ezpz-tpu for real on XLA's CPU runtime: torch 2.9.0 + torch-xla 2.9.0 in a venv of its own (about 7 GB, once;
   # under CI the venv is a temporary one, deleted after).
-  if [ "${CI:-}" = true ] && [ -z "${EZPZ_XLA_VENV:-}" ]; then
-    xla_venv=$(mktemp -d)/venv-xla
-    run env EZPZ_XLA_VENV="$xla_venv" bash scripts/xla-suite.sh -q -ra -p no:cacheprovider
-    rm -rf "$(dirname "$xla_venv")"
-  else
-    run bash scripts/xla-suite.sh -q -ra -p no:cacheprovider
-  fi
+  run --as "scripts/xla-suite.sh: ezpz-tpu on XLA's CPU runtime" \
+    env EZPZ_XLA_VENV="${XLA_VENV:-$ROOT/.venv-xla}" bash scripts/xla-suite.sh -q -ra -p no:cacheprovider
 fi
 rm -rf "${work:-}"
 exit $status

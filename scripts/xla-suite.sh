@@ -3,6 +3,8 @@
 # torch 2.9.0 + torch-xla 2.9.0 (torch-xla pins that torch exactly; the registry's torch 2.9.0 is the CUDA
 # build, about 7 GB with its dependencies), then this project's wheels (the core and ezpz-tpu) and pytest.
 #   bash scripts/xla-suite.sh [pytest args]      # venv: $EZPZ_XLA_VENV, default .venv-xla/ (made once, kept)
+#   bash scripts/xla-suite.sh --prepare          # only make that venv (the ~7 GB download), run nothing; scripts/test.sh
+#                                                # runs this in the background while the core suite runs (docs/ci.md)
 # The torch install happens once per venv (a marker file records it); each run rebuilds and reinstalls the
 # two wheels only. pip's global config (which caps torch for the main venvs) is bypassed for the torch step
 # alone; the certificate bundle is kept.
@@ -29,6 +31,7 @@ if [ ! -f "$MARK" ]; then
   echo "=== torch + torch-xla installed in $(( $(date +%s) - start ))s; venv $(du -sh "$VENV" | cut -f1) ==="
   touch "$MARK"
 fi
+if [ "${1:-}" = --prepare ]; then exit 0; fi
 
 DIST=$(mktemp -d)
 trap 'rm -rf "$DIST"' EXIT

@@ -104,6 +104,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "device_choice: about which device ezpz picks: runs without the CPU pin and feeds recorded facts")
     name, value = CPU_PIN
     os.environ[name] = value  # before any test: this process and every child it starts
+    import host_touch
+
+    host_touch.register(config)  # which tests can depend on the host (scripts/standin-suite.sh), when asked
 
 
 @pytest.fixture(autouse=True)

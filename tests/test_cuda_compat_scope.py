@@ -42,7 +42,7 @@ def test_a_library_outside_the_project_gets_the_true_answer(tmp_path):
     import torch
 
     project = make_project(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "ezpz.cuda_compat", str(project / "train.py")], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-m", "ezpz.cuda_compat", str(project / "train.py")], cwd=project,
                           env=clean_env(EZPZ_CUDA_COMPAT_DIR=str(tmp_path / "report")), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -167,6 +167,8 @@ NOT_VARIABLES: frozenset[str] = frozenset({
     "ALL_CPUS", "ALL_GPUS", "LAUNCH_CMD", "NGPU_PER_HOST",
     # an os module constant looked up with getattr (absent on Windows)
     "O_NOFOLLOW",
+    # a torch.distributed.ReduceOp name (MeshSupport.unsupported_reduce_ops), not a variable
+    "PREMUL_SUM",
 })
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pytest
 
 from conftest import ROOT, clean_env, last_json, pip_install_target
 from ezpz.plugin_host import ep_cache
+from ezpz.primitives import bookkeeping_dir
 from ezpz.plugin_host.host import PluginHost
 from ezpz.inputs.settings import PluginSettings
 
@@ -180,10 +183,25 @@ def test_an_index_naming_a_directory_off_sys_path_is_ignored(site, tmp_path):
     assert ("cpu", "evil.module") not in listed and listed == _truth()
 
 
-def test_a_read_only_cache_location_only_means_no_index(site, tmp_path):
+def test_an_unwritable_cache_location_moves_the_index_to_the_per_user_fallback_else_means_no_index(
+        site, tmp_path, monkeypatch, caplog):
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # the fallback root goes under it
+    bookkeeping_dir.forget()
     blocker = tmp_path / "file"
     blocker.write_text("")  # a directory under a regular file cannot be created, even by root
-    assert _lookup(blocker / "cache") == _truth()
+    with caplog.at_level(logging.WARNING, logger="ezpz.bookkeeping"):
+        assert _lookup(blocker / "cache") == _truth()
+        assert ep_cache.last_status() == "miss: nothing cached yet; index written"
+        assert _lookup(blocker / "cache") == _truth() and ep_cache.last_status() == "hit"  # read from the fallback
+    [said] = [r.getMessage() for r in caplog.records if r.name == "ezpz.bookkeeping"]  # once, not per write
+    instead = tmp_path / "tmp" / f"ezpz-{os.getuid()}" / str(blocker / "cache").lstrip("/")
+    assert f"path={blocker / 'cache'}" in said and f"instead={instead}" in said and "Not a directory" in said
+    assert _index_file(instead).stat().st_mode & 0o777 == 0o600
+
+    bookkeeping_dir.forget()
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker))  # no usable temporary directory either
+    assert _lookup(tmp_path / "file" / "other") == _truth()
     assert "; not written (" in ep_cache.last_status()
 
 

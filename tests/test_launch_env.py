@@ -181,6 +181,30 @@ def test_hydra_without_pmi_or_master_port_refuses_naming_master_port():
         detect_launch_env({k: v for k, v in HYDRA.items() if k != "PMI_FD"} | {"MASTER_ADDR": "h0"})
 
 
+@pytest.mark.parametrize("published", ["None", "h0:None", ":29500", "h0:0"])
+def test_a_degenerate_port_exchange_is_refused_where_it_happens(monkeypatch, published):
+    """The original ezpz's #211 (v0.26.0): a broadcast MASTER_PORT that came back None reached torch as 'None'.
+    Here Hydra ranks read rank 0's host:port over PMI; a value that is no host:port is refused at the exchange."""
+    from ezpz.errors import RendezvousError
+    from ezpz.launch_env import pmi, pmi_release, store
+
+    class Client:  # what the process manager answers: a key some other writer left degenerate
+        def init(self) -> None: ...
+        def kvsname(self) -> str: return "kvs_1"
+        def barrier(self) -> None: ...
+        def get(self, kvs: str, key: str) -> str: return published
+        def put(self, kvs: str, key: str, value: str) -> None: ...
+        def close(self) -> None: ...
+
+    monkeypatch.setattr(pmi.PmiClient, "connect", classmethod(lambda cls, *a, **k: Client()))
+    monkeypatch.setattr(pmi_release, "release_at_exit", lambda *a, **k: None)
+    monkeypatch.setattr(store, "_pmi_rendezvous", {})
+    launch = detect_launch_env({**HYDRA, "MASTER_ADDR": "h0"})
+    assert launch.exchange == "pmi" and launch.rank == 6
+    with pytest.raises(RendezvousError, match="not host:port"):
+        store.Rendezvous(launch, 5.0, {**HYDRA, "MASTER_ADDR": "h0"})._pmi_exchange()
+
+
 def test_job_wide_ids_are_no_launch_identity():
     """Two mpiexec in one allocation share SLURM_JOB_ID/PBS_JOBID: deriving a port from them lets them cross-join."""
     for job_wide in ({"SLURM_JOB_ID": "77"}, {"PBS_JOBID": "77.pbs"}):
@@ -253,6 +277,7 @@ BAD = [
     ({**TORCHRUN, "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "1"}, "GROUP_RANK", "1"),
     ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "70000"}, "MASTER_PORT", "70000"),
     ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "http"}, "MASTER_PORT", "http"),
+    ({"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "None"}, "MASTER_PORT", "None"),  # str(None): the original's #211
     ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "0"}, "MASTER_PORT", "0"),
     ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "node 0"}, "MASTER_ADDR", "node 0"),
     ({**OPENMPI, "OMPI_COMM_WORLD_LOCAL_SIZE": "x"}, "OMPI_COMM_WORLD_LOCAL_SIZE", "x"),

@@ -31,6 +31,21 @@ def verdicts(job_dir: Path) -> list[dict]:
             for d in sorted(job_dir.glob("attempt-*"), key=lambda p: int(p.name.split("-")[1]))]
 
 
+def test_a_finished_job_exits_0_even_where_the_launcher_cannot_import_torch(tmp_path):
+    """The original ezpz's v0.25.0 fix: its cleanup() imported torch.distributed in the launcher after the job, and a
+    broken torch (libsycl ImportError on Sunspot) turned a successful run into exit 1. ezpz launch never imports
+    torch: here torch is unimportable in the launcher's process alone, and the 2-rank job's 0 is its status."""
+    need_tool("torchrun")
+    boot = ("import runpy, sys\n"
+            "sys.modules['torch'] = None  # 'import torch' raises ImportError in this process only\n"
+            "sys.argv = ['ezpz', 'launch', '-n', '2', '--', sys.executable, '-c', 'import torch; print(\"ran\")']\n"
+            "runpy.run_module('ezpz', run_name='__main__')\n")
+    proc = subprocess.run([PY, "-c", boot], env=clean_env(OMP_NUM_THREADS="1"), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("ran") == 2, proc.stdout
+
+
 def test_a_hung_rank_is_ended_after_the_idle_timeout_named_and_retried(tmp_path):
     need_tool("torchrun")
     t0 = time.monotonic()

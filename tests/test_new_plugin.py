@@ -28,7 +28,8 @@ COMMON = {"pyproject.toml", "README.md", "ezpz_nimbus/__init__.py", "ezpz_nimbus
 @pytest.mark.parametrize("emulated", [False, True])
 def test_the_package_has_every_file_and_no_placeholder_left(emulated: bool) -> None:
     files = render(template_values("nimbus", emulated=emulated), emulated=emulated)
-    extra = {"ezpz_nimbus/device.py", "ezpz_nimbus/collectives.py", "tests/test_runs.py"} if emulated else set()
+    extra = {"ezpz_nimbus/device.py", "ezpz_nimbus/rnn_cells.py", "ezpz_nimbus/collectives.py",
+             "tests/test_runs.py"} if emulated else set()
     assert set(files) == COMMON | extra
     for path, text in files.items():
         assert "${" not in text, f"{path}: a placeholder left"
@@ -48,7 +49,7 @@ def test_the_plugin_implements_every_hook_a_device_plugin_answers() -> None:
         assert "ezpz_step_boundary" in plugin  # said why not: an eager device
 
 
-@pytest.mark.parametrize("module", ["device.py", "collectives.py"])
+@pytest.mark.parametrize("module", ["device.py", "rnn_cells.py", "collectives.py"])
 def test_emus_device_code_is_the_template_rendered_for_emu(module: str) -> None:
     values = {"device": "emu", "Device": "Emu", "package": "ezpz_example_emu", "backend": "emuccl"}
     assert render_template(f"emulated/{module}.tmpl", values) == (EMU / module).read_text(), (

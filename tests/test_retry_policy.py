@@ -72,6 +72,18 @@ def test_walltime_stops():
     assert (v.outcome, v.retry) == ("walltime", False)
 
 
+def test_a_pals_143_after_a_rank_exited_nonzero_is_retried_not_walltime():
+    """PALS ends every rank with SIGTERM when one exits nonzero: status 143, like the walltime (original ezpz
+    v0.22.2, Sunspot job 12471663). Code-0 lines are every rank's clean exit and leave it the walltime."""
+    cascade = "n2: rank 4 died from signal 15\nn2: rank 5 died from signal 15\n"
+    failed = log_hits("n1: rank 3 exited with code 1\n" + cascade, LAUNCHER_SIGNATURES, HOSTS)
+    v = classify(facts(143, log_hits=failed), spares_left=2)
+    assert (v.outcome, v.retry, v.exclude) == ("unknown", True, ())  # the same hosts again: no host is blamed
+    assert any(name == "walltime" and "rank 3 exited with code 1" in why for name, why in v.rejected)
+    clean = log_hits("n1: rank 3 exited with code 0\n" + cascade, LAUNCHER_SIGNATURES, HOSTS)
+    assert clean == () and classify(facts(143, log_hits=clean), spares_left=2).outcome == "walltime"
+
+
 def test_no_progress_twice_is_stuck():
     assert classify(facts(1, progress=False), spares_left=2, prior_progress=False).outcome == "stuck"
     assert classify(facts(1, progress=False), spares_left=2, prior_progress=None).outcome == "unknown"

@@ -57,6 +57,7 @@ def _same_losses(rows: list[dict], world: int) -> None:
         worst = max(abs(a - b) / abs(a) for a, b in zip(ddp, sharded))
         assert worst < REL_TOL, (row["rank"], worst, ddp, sharded)
         assert sharded[-1] < sharded[0] / 2, sharded  # it trains
+        assert row["divide_factor"] == "ok", row["divide_factor"]  # SUM forced: a divide factor applies after it
 
 
 def test_sharded_training_and_checkpoints_across_world_sizes(tmp_path):

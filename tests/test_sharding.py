@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from types import SimpleNamespace
 
 import attr
 import pytest
@@ -19,7 +20,10 @@ from ezpz.decisions import AmpPolicy, MeshSupport
 from ezpz.errors import ConfigError, UnavailableError
 from ezpz.runtime import Runtime
 from ezpz.sharding.explained import sharding_decision
-from ezpz.sharding.fsdp import shard_units
+from ezpz.facts import TorchBuild
+from ezpz.plugin_kit.gloo_reductions import gloo_mesh_support
+from ezpz.sharding.fsdp import shard_model, shard_units
+from ezpz.sharding.reductions import gradient_reduction
 from ezpz.sharding.mesh import mesh_shape, unbound_default_group
 from ezpz.sharding.precision import shard_precision
 
@@ -50,6 +54,50 @@ def test_the_trace_names_a_refusal_with_its_alternative_and_sources():
     assert decision.details["sources"] == ["u"]
     groups = sharding_decision(MeshSupport(reason="r", split_group=False), _amp("fp32"), "x").chosen
     assert "new_group" in groups
+
+
+def test_sum_is_forced_only_where_the_backend_lacks_an_op_fsdp2_divides_in():
+    own = gradient_reduction(MeshSupport(reason="r", unsupported_reduce_ops={"MIN"}, reduce_ops_reason="no MIN"), "d")
+    assert not own.force_sum and not own.rejected and "AVG inside the reduce-scatter" in own.chosen
+    both = gradient_reduction(MeshSupport(reason="r", unsupported_reduce_ops={"AVG", "PREMUL_SUM"},
+                                          reduce_ops_reason="oneCCL raises"), "xpu")
+    assert both.force_sum and "set_force_sum_reduction_for_comms(True)" in both.chosen
+    assert "lacks AVG and PREMUL_SUM (oneCCL raises)" in both.reason and "would raise in the first backward" in both.reason
+    assert "world-size times DDP's gradients" in both.rejected  # torchtitan's divide factor 1.0, not taken
+    premul = gradient_reduction(MeshSupport(reason="r", unsupported_reduce_ops={"PREMUL_SUM"},
+                                            reduce_ops_reason="gloo raises"), "cpu")
+    assert premul.force_sum and "once a divide factor is set" in premul.reason
+    decision = sharding_decision(MeshSupport(reason="r", unsupported_reduce_ops={"AVG"}, reduce_ops_reason="x"),
+                                 _amp("bf16"), "xpu")
+    assert "SUM reductions, divided once after" in decision.chosen and decision.details["unsupported_reduce_ops"] == ["AVG"]
+    assert "divide factor 1.0" in [a.name for a in decision.alternatives]
+    assert "SUM" not in sharding_decision(MeshSupport.default("dev"), _amp("fp32"), "dev").chosen
+
+
+def test_reduce_ops_are_reduceop_names_and_come_with_a_reason():
+    with pytest.raises(ValueError, match="not ReduceOp names"):
+        MeshSupport(reason="r", unsupported_reduce_ops={"mean"}, reduce_ops_reason="x")
+    with pytest.raises(ValueError, match="needs reduce_ops_reason"):
+        MeshSupport(reason="r", unsupported_reduce_ops={"AVG"})
+
+
+@pytest.mark.parametrize(("version", "lacking", "said"), [
+    ("2.7.1", {"AVG", "PREMUL_SUM"}, "Cannot use ReduceOp.AVG with Gloo"),
+    ("2.9.0", {"AVG", "PREMUL_SUM"}, "silently wrong"),
+    ("2.13.0", {"PREMUL_SUM"}, "AVG works from 2.11"),
+])
+def test_gloo_lacks_premul_sum_always_and_avg_before_2_11(version, lacking, said):
+    support = gloo_mesh_support(TorchBuild(version=version, distributed_backends=("gloo",)))
+    assert support.unsupported_reduce_ops == lacking and said in support.reduce_ops_reason
+    assert "https://github.com/pytorch/pytorch/pull/149781" in support.sources
+
+
+def test_shard_model_refuses_a_torch_whose_fsdp2_cannot_force_sum():
+    old = SimpleNamespace(FSDPModule=type("FSDPModule", (), {}), fully_shard=None)  # torch before 2.8
+    support = MeshSupport(reason="r", unsupported_reduce_ops={"AVG"}, reduce_ops_reason="the backend raises")
+    with pytest.raises(UnavailableError) as err:
+        shard_model(nn.Linear(2, 2), None, old, shard_precision(_amp("fp32"), "d"), support)
+    assert "set_force_sum_reduction_for_comms" in str(err.value) and "torch 2.8" in err.value.fix
 
 
 def test_mesh_shape_names_the_dims_their_product_and_the_world():
@@ -104,6 +152,34 @@ def test_the_default_groups_binding_is_lifted_only_where_the_backend_cannot_spli
         with unbound_default_group(split_group=None):
             assert (gloo_group.bound_device_id == bound) is splits
         assert gloo_group.bound_device_id == bound
+    finally:
+        gloo_group.bound_device_id = saved
+
+
+def test_hsdp_flatten_runs_with_the_binding_lifted_where_the_backend_cannot_split(gloo_group, monkeypatch):
+    """The original ezpz's #189 (v0.21.12): HSDP's ``_flatten`` of (dp_replicate, dp_shard) called split_group on
+    XCCL outside its workaround. flatten_device_mesh_safe flattens inside it, as the plan's answer says."""
+    from ezpz import hooks
+    from ezpz.original import meshes
+    from ezpz.primitives.torch_private import flatten_mesh
+
+    xccl = SimpleNamespace(plan=SimpleNamespace(mesh=MeshSupport(reason="xccl cannot split", split_group=False)))
+    monkeypatch.setattr(hooks, "get_runtime", lambda: xccl)
+    bound, saved = torch.device("cpu", 0), gloo_group.bound_device_id
+    gloo_group.bound_device_id = bound
+    seen = []
+
+    def flatten_seeing_the_binding(submesh):  # type: ignore[no-untyped-def]
+        real = flatten_mesh(submesh)
+        return None if real is None else lambda name: (seen.append(gloo_group.bound_device_id), real(name))[1]
+
+    monkeypatch.setattr(meshes, "flatten_mesh", flatten_seeing_the_binding)
+    try:
+        mesh = meshes.init_device_mesh_safe("cpu", (1, 1), mesh_dim_names=("dp_replicate", "dp_shard"))
+        if flatten_mesh(mesh) is None:
+            pytest.skip(f"torch {torch.__version__} has no DeviceMesh._flatten")
+        assert meshes.flatten_device_mesh_safe(mesh["dp_replicate", "dp_shard"], "dp").size() == 1
+        assert seen == [None] and gloo_group.bound_device_id == bound  # lifted while flattening, then put back
     finally:
         gloo_group.bound_device_id = saved
 

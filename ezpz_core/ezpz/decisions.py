@@ -8,7 +8,7 @@ from typing import Any, Literal
 import attr
 from attr import field
 
-from ezpz.primitives.converters import as_dict, as_tuple
+from ezpz.primitives.converters import as_dict, as_frozenset, as_tuple
 from ezpz.primitives.frozen_records import frozen
 
 from ezpz.facts import Alternative, DeviceCandidate, LaunchEnv, TorchBuild
@@ -24,6 +24,7 @@ __all__ = [
     "MeshSupport",
     "PRECISIONS",
     "PrecisionOption",
+    "REDUCE_OPS",
     "ProfilingSupport",
     "SetupPlan",
     "StepBoundary",
@@ -180,6 +181,20 @@ class StepBoundary:
         return cls(name="none", reason=f"no plugin marks steps on {device}: it runs eagerly, nothing to flush")
 
 
+#: ``torch.distributed.ReduceOp``'s names, as ``MeshSupport.unsupported_reduce_ops`` holds them.
+REDUCE_OPS = frozenset({"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"})
+
+
+def _reduce_ops(instance: object, attribute: attr.Attribute[frozenset[str]], value: frozenset[str]) -> None:
+    unknown = sorted(value - REDUCE_OPS)
+    if unknown:
+        raise ValueError(f"{type(instance).__name__}.{attribute.name}: {unknown} are not ReduceOp names; "
+                         f"expected some of {sorted(REDUCE_OPS)} (upper case, as ReduceOp.AVG.name)")
+    if value and not getattr(instance, "reduce_ops_reason", "").strip():
+        raise ValueError(f"{type(instance).__name__}.{attribute.name}={sorted(value)} needs reduce_ops_reason: "
+                         "say which backend lacks them, since which version, and what it raises")
+
+
 @frozen(kw_only=True)
 class MeshSupport:
     """How this device's collective backend builds a ``DeviceMesh``'s groups, and whether FSDP2 runs on it.
@@ -202,6 +217,12 @@ class MeshSupport:
     """Why FSDP2 (``fully_shard``) cannot run on this device; empty: it can (where this torch has FSDP2)."""
     alternative: str = ""
     """What to use instead where a mesh or FSDP2 is unavailable (named in the refusal)."""
+    unsupported_reduce_ops: frozenset[str] = field(factory=frozenset, converter=as_frozenset,
+                                                   validator=_reduce_ops)
+    """``torch.distributed.ReduceOp`` names (``"AVG"``, ``"PREMUL_SUM"``) this backend's collectives refuse;
+    :meth:`~ezpz.runtime.Runtime.shard` then forces FSDP2's reductions to ``SUM`` and divides after them."""
+    reduce_ops_reason: str = ""
+    """Why those reduce operations are lacking (the backend, the version, the error it raises); required with them."""
     sources: tuple[str, ...] = field(default=(), converter=as_tuple)
     """Where the facts above are documented (issues, release notes, vendor docs)."""
 

@@ -3,7 +3,8 @@
 ``sharded_train.py OUT MODE[,MODE...]``; every rank prints one flat JSON line, rank 0 also writes files under OUT:
 
 * ``compare``: the same model trained 20 steps under DDP and ``rt.shard`` (FSDP2), both fp32 (``rt.shard``'s own
-  choice under EZPZ_PRECISION=fp32, else ``mp_policy=`` fp32 given): each rank's losses;
+  choice under EZPZ_PRECISION=fp32, else ``mp_policy=`` fp32 given): each rank's losses; one more step with
+  ``set_gradient_divide_factor(2 x world)`` on every FSDP module ("ok", or the error: PREMUL_SUM without rt.shard's SUM);
   ``rt.mesh()`` and a 2-D ``rt.mesh(dp=2, tp=...)`` (shape, names, kept), and a wrong one refused.
 * ``auto``: ``rt.shard`` in the precision setup() chose, 20 steps under ``rt.autocast()``: the losses.
 * ``scaler``: fp16 parameters (``mp_policy``) and ``rt.grad_scaler``: an overflow in rank 1's shard alone
@@ -85,6 +86,16 @@ if "compare" in MODES:
     fp32 = {} if rt.amp.dtype == "fp32" else {"mp_policy": MixedPrecisionPolicy()}  # fp32 as DDP here; options win
     model = sharded(**fp32)
     row["sharded"] = train(model, adam(model), range(20))
+    from torch.distributed.fsdp import FSDPModule
+
+    for unit in model.modules():  # a divide factor FSDP2 would apply with PREMUL_SUM, which gloo lacks
+        if isinstance(unit, FSDPModule):
+            unit.set_gradient_divide_factor(2.0 * rt.world_size)  # not the group size: FSDP2 would take AVG
+    try:
+        train(model, adam(model), range(20, 21))
+        row["divide_factor"] = "ok"
+    except RuntimeError as err:
+        row["divide_factor"] = str(err)
     one_d = rt.mesh()
     two_d = rt.mesh(dp=2, tp=rt.world_size // 2)
     row["meshes"] = (f"{one_d.device_type} {tuple(one_d.shape)} {one_d.mesh_dim_names} / {two_d.device_type} "

@@ -3,7 +3,11 @@
 Every attempt ``k`` (0, 1, ...) gets ``EZPZ_ATTEMPT=k`` and
 ``EZPZ_FAILURE_DIR=<job dir>/attempt-<k>/failures``, where its ranks write
 failure records; its merged output is kept in ``attempt-<k>/output.log`` and
-the verdict in ``attempt-<k>/verdict.json``. ``--retries N`` runs up to N more
+the verdict in ``attempt-<k>/verdict.json``. A job directory that cannot be
+written (a read-only working directory) moves to its per-user fallback under
+the temporary directory, with one warning (:mod:`ezpz.primitives.bookkeeping_dir`);
+with nothing writable the attempts run without logs, records or verdicts, and
+the exit status is the job's all the same. ``--retries N`` runs up to N more
 attempts on the same hosts after any failure; ``--auto-retry`` asks the pure
 policy :func:`ezpz.launch_drivers.retry.classify` and swaps bad hosts for spares;
 with ``--min-nodes K``, once no spare is left, it drops them and runs on the
@@ -44,6 +48,7 @@ from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classif
                                        same_hosts_cannot_succeed)
 from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
 from ezpz.launch_drivers.straggler_report import ReportFollower, summary_lines
+from ezpz.primitives import bookkeeping_dir
 from ezpz.steps.straggler_exchange import REPORT_NAME
 
 if TYPE_CHECKING:
@@ -143,7 +148,7 @@ def _say_verdict(k: int, verdict: Verdict) -> None:
         err(f"{P}:   evidence: {e}")
 
 
-def _say_stragglers(follower: ReportFollower, job_dir: Path, k: int) -> None:
+def _say_stragglers(follower: ReportFollower, job_dir: Path | None, k: int) -> None:
     """At an attempt's end: the last straggler report, the chart of the slowest ranks, ``stragglers-attempt-<k>.svg``."""
     data = follower.data
     if data is None:
@@ -151,6 +156,8 @@ def _say_stragglers(follower: ReportFollower, job_dir: Path, k: int) -> None:
     history = follower.history()
     for line in summary_lines(data) + (chart_lines(history) if history is not None else []):
         err(f"{P}: attempt {k}: {line}")
+    if job_dir is None:
+        return
     svg = job_dir / f"stragglers-attempt-{k}.svg"
     try:
         svg.write_text(chart_svg(history, title=f"ezpz launch attempt {k}: straggler heat map"), encoding="utf-8")
@@ -164,9 +171,10 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
     """Run ``command`` in attempts (see the module docstring); the last attempt's status (128 + N if signal N
     interrupted it: 130 for Ctrl-C, 143 for the scheduler's SIGTERM)."""
     launch_id = new_launch_id()
-    job_dir = Path(args.job_dir) if args.job_dir else default_job_dir(launch_id)
-    job_dir.mkdir(parents=True, exist_ok=True)
-    job_dir = job_dir.resolve()
+    wanted_dir = Path(args.job_dir) if args.job_dir else default_job_dir(launch_id)
+    job_dir = bookkeeping_dir.usable_dir(wanted_dir, what="ezpz launch job directory",
+                                         fix="pass --job-dir DIR, a directory every node can reach and write")
+    job_dir = job_dir.resolve() if job_dir is not None else None
     timeout_s = args.timeout if args.timeout is not None else (AUTO_RETRY_TIMEOUT_S if args.auto_retry else None)
     pool: HostPool | None = None
     min_nodes = getattr(args, "min_nodes", None)
@@ -186,8 +194,16 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
         err(f"{P}: auto-retry: active {', '.join(pool.active)}; spare {', '.join(pool.spares) or 'none'} "
             f"(from {source})" + (f"; with no spare left, goes on with {min_nodes} host(s) or more (--min-nodes)"
                                   if min_nodes is not None else ""))
-    err(f"{P}: job directory {job_dir} (launch id {launch_id}); "
-        f"{'default: ./ezpz-jobs/<id> under the current directory' if not args.job_dir else '--job-dir'}")
+    if job_dir is None:
+        if pool is not None:
+            raise ConfigError(name="--job-dir", value=str(wanted_dir), expected="a directory this host can write "
+                              "(--auto-retry keeps the hostfile and the failure records that blame hosts there)",
+                              fix="pass --job-dir DIR, a directory every node can reach and write")
+        err(f"{P}: no job directory (launch id {launch_id}): {wanted_dir} and its fallback cannot be written; "
+            f"attempts run without output logs, failure records or verdicts")
+    else:
+        err(f"{P}: job directory {job_dir} (launch id {launch_id}); "
+            f"{'default: ./ezpz-jobs/<id> under the current directory' if not args.job_dir else '--job-dir'}")
     limit = args.max_failover_retries if args.auto_retry else args.retries
     signatures = _signatures()
     sink = getattr(sys.stdout, "buffer", None)
@@ -203,11 +219,13 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
     with Interrupts().installed() as stop:
         k = 0
         while True:
-            adir = job_dir / f"attempt-{k}"
+            adir = (job_dir if job_dir is not None else wanted_dir) / f"attempt-{k}"
             fdir = adir / "failures"
-            fdir.mkdir(parents=True, exist_ok=True)
-            env = {**environ, MARKER: launch_id, LAUNCHER_PID_VAR: str(os.getpid()), "EZPZ_ATTEMPT": str(k),
-                   "EZPZ_FAILURE_DIR": str(fdir)}
+            kept = job_dir is not None and _made(fdir)  # the attempt's folder exists: logs, records, verdict
+            env = {**{n: v for n, v in environ.items() if n != "EZPZ_FAILURE_DIR"}, MARKER: launch_id,
+                   LAUNCHER_PID_VAR: str(os.getpid()), "EZPZ_ATTEMPT": str(k)}
+            if kept:
+                env["EZPZ_FAILURE_DIR"] = str(fdir)
             hostfile = args.hostfile
             n, ppn = args.n, args.ppn
             if pool is not None:
@@ -243,7 +261,8 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             try:
                 result = run_attempt(plan.command, attempt=k, launch_id=launch_id, environ=env, interrupts=stop,
                                      idle_timeout_s=timeout_s or None, grace_s=args.kill_after,
-                                     log_path=adir / "output.log", sink=sink, failure_dir=fdir,
+                                     log_path=adir / "output.log" if kept else None, sink=sink,
+                                     failure_dir=fdir if kept else None,
                                      failure_grace_s=args.failure_grace or None, names_host=names_host,
                                      watch=follower.poll)
             except OSError as error:
@@ -278,11 +297,12 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             _say_verdict(k, verdict)
             if verdict.outcome != "success" and first_cause is None:
                 first_cause = f"attempt {k}: {verdict.outcome}: {verdict.reason}"
-            (adir / "verdict.json").write_text(json.dumps(
-                {"attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
-                 "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
-                 "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": first_cause,
-                 "records": [r.to_dict() for r in records]}, indent=1, default=str))
+            if kept:
+                _write_verdict(adir / "verdict.json", {
+                    "attempt": k, "status": result.status, "result": jsonable(result), "verdict": jsonable(verdict),
+                    "hosts": list(plan.layout.allocation.hosts[: plan.layout.nodes]), "world_size": plan.layout.n,
+                    "world_shrank": env.get("EZPZ_WORLD_SHRANK"), "first_cause": first_cause,
+                    "records": [r.to_dict() for r in records]})
             if stop.stopped:
                 err(f"{P}: interrupted: no more attempts (job directory {job_dir})")
                 _say_first_cause(first_cause, k)
@@ -318,6 +338,24 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
                 err(f"{P}: interrupted during the backoff: no more attempts")
                 _say_first_cause(first_cause, k)
                 return 128 + stop.signum
+
+
+def _made(folder: Path) -> bool:
+    """Create an attempt's folder inside the (writable) job directory; False, said once, on a full disk."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        bookkeeping_dir.write_failed(folder, what="attempt folder", error=error)
+        return False
+    return True
+
+
+def _write_verdict(path: Path, verdict: Mapping[str, object]) -> None:
+    """``attempt-<k>/verdict.json``; a failure to write it (a full disk) is said once, never raised."""
+    try:
+        path.write_text(json.dumps(verdict, indent=1, default=str))
+    except OSError as error:
+        bookkeeping_dir.write_failed(path, what="attempt verdict", error=error)
 
 
 def _say_first_cause(first_cause: str | None, k: int) -> None:

@@ -16,9 +16,12 @@ def main(argv: list[str] | None = None) -> int:
     root = None
     if args and args[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr)
-        print("Runs SCRIPT as __main__ after ezpz.hooks.setup(); CUDA calls from the files under DIR (default: "
-              "SCRIPT's directory) go to the chosen device. Report: ./ezpz-jobs/cuda-compat/<run>/rank-N.json "
-              "(EZPZ_CUDA_COMPAT_DIR overrides). Docs: docs/cuda-scripts.md", file=sys.stderr)
+        print("Runs SCRIPT as __main__ after ezpz.hooks.setup(); CUDA calls from the user's code go to the chosen "
+              "device: files under DIR, else under SCRIPT's directory, PYTHONPATH, the current directory and the "
+              "project's editable installs (never the standard library, torch, ezpz or installed packages). "
+              "Report: ./ezpz-jobs/cuda-compat/<run>/rank-N.json (EZPZ_CUDA_COMPAT_DIR overrides; where it is "
+              "read-only: under <tmp>/ezpz-<uid>, with a warning). "
+              "Docs: docs/cuda-scripts.md", file=sys.stderr)
         return 0
     if args and args[0].startswith("--project-root"):
         if "=" in args[0]:
@@ -42,10 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             print(leaving.code, file=sys.stderr)
     finally:
         data = session.finish()
-        if data is not None and session.rank == 0 and session.report_path is not None:
-            from ezpz.cuda_compat.report import summary_line
+        if data is not None and session.rank == 0:
+            from ezpz.cuda_compat.report import child_reports, summary_line
 
-            print(summary_line(data, session.report_path), file=sys.stderr)
+            children = child_reports(session.report_path.parent) if session.report_path is not None else []
+            print(summary_line(data, session.report_path, children), file=sys.stderr)
     return code
 
 

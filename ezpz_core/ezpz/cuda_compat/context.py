@@ -25,9 +25,12 @@ class Compat:
         self.patches = Patches()
         self.module = _device_module(runtime.device_type)
         count = self.module.device_count() if self.module is not None and hasattr(self.module, "device_count") else 1
-        self.devices = DeviceMap(runtime.device, local_rank=runtime.local_rank, count=count)
+        self.devices = DeviceMap(runtime.device, local_rank=runtime.local_rank, count=count,
+                                 local_world_size=runtime.local_world_size)
         self.precision_asked = precision_asked  # EZPZ_PRECISION / setup(precision=): "auto" unless the user set one
         self.unsupported: list[dict[str, Any]] = []
+        self.session: Any = None  # the .session.Session that made this run (its script, roots, report place)
+        self.forked: object | None = None  # .children: the after-fork hook, kept alive (the registry is weak)
 
     @property
     def target(self) -> str:

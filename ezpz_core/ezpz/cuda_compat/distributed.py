@@ -20,6 +20,7 @@ __all__ = ["install"]
 
 
 def install(c: Compat) -> None:
+    import torch
     import torch.distributed as dist
 
     if not dist.is_available():
@@ -38,8 +39,16 @@ def install(c: Compat) -> None:
                       "same" if asked in (None, backend) else "different")
             return None
         chosen = backend if asked is None or "nccl" in str(asked) else asked
-        if "device_id" in kwargs and c.devices.asks_cuda(kwargs["device_id"]):
-            kwargs["device_id"] = c.devices.device(kwargs["device_id"])
+        asked_id = kwargs.get("device_id")
+        if asked_id is not None and (c.devices.asks_cuda(asked_id) or str(asked_id).split(":")[0] == c.devices.type):
+            bound = c.devices.device(asked_id) if c.devices.asks_cuda(asked_id) else torch.device(asked_id)
+            if bound.index is None or bound.type == "cpu":
+                kwargs.pop("device_id")
+                site.note(f"init_process_group(device_id={str(asked_id)!r})",
+                          f"no device_id: {bound.type} has no device index to bind the group to", "none")
+            else:
+                kwargs["device_id"] = bound
+                site.note(f"init_process_group(device_id={str(asked_id)!r})", f"device_id={str(bound)!r}", "same")
         site.note(f"init_process_group({asked!r})", f"init_process_group({chosen!r})",
                   "same" if chosen == asked else "different")
         return init(chosen, *args, **kwargs)

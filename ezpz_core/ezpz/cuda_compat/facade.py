@@ -192,7 +192,13 @@ def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
         return _WallEvent(enable_timing, sync=rt.synchronize)
 
     def device_ctx(site: Site, device: Any) -> Any:
-        site.note("torch.cuda.device()", f"no-op context: this rank's device is {name}", "none")
+        target = c.devices.device(device) if device is not None and c.devices.asks_cuda(device) else None
+        block = mod("device")
+        if block is not None and target is not None and target.index is not None:
+            site.note(f"torch.cuda.device({device!r})", f"{c.devices.type} device {target.index} inside the block",
+                      "same")
+            return block(target)
+        site.note(f"torch.cuda.device({device!r})", f"no-op context: this rank's device is {name}", "none")
         return contextlib.nullcontext()
 
     answer("is_available", is_available)

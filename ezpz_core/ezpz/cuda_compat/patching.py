@@ -20,9 +20,16 @@ Redirect = Callable[..., Any]  # (site, *args, **kwargs) -> result
 
 
 def scoped(scope: Scope, original: Callable[..., Any], redirect: Redirect,
-           needs: Callable[[tuple[Any, ...], dict[str, Any]], bool] | None = None) -> Callable[..., Any]:
-    """``original`` for callers outside the project; ``redirect(site, *args, **kwargs)`` for the project's."""
+           needs: Callable[[tuple[Any, ...], dict[str, Any]], bool] | None = None, *,
+           through_torch: bool = False) -> Callable[..., Any]:
+    """``original`` for callers outside the project; ``redirect(site, *args, **kwargs)`` for the project's.
+
+    ``through_torch`` (with ``needs``): a call that torch's own code makes for the project (``nn.Linear(...,
+    device='cuda')`` calls ``torch.empty``) counts as the project's, at the project's line
+    (:meth:`.Scope.user_site`).
+    """
     sites, lookup, getframe = scope.sites, scope.site, sys._getframe
+    reach = scope.user_site if through_torch else (lambda frame: None)
 
     if needs is None:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -42,7 +49,9 @@ def scoped(scope: Scope, original: Callable[..., Any], redirect: Redirect,
             if site is False:
                 site = lookup(frame)
             if site is None:
-                return original(*args, **kwargs)
+                site = reach(frame)
+                if site is None:
+                    return original(*args, **kwargs)
             return redirect(site, *args, **kwargs)
     try:
         functools.update_wrapper(wrapper, original)
@@ -62,9 +71,11 @@ class Patches:
 
     def __init__(self) -> None:
         self._undo: list[tuple[Any, str, Any, bool]] = []
+        self.undone = False  # True once undo() ran (the mode is over)
 
     def replace(self, owner: Any, name: str, new: Any) -> Any:
         """Set ``owner.name = new``; return the value it replaced."""
+        self.undone = False
         own = name in getattr(owner, "__dict__", {})
         old = owner.__dict__[name] if own else getattr(owner, name)
         self._undo.append((owner, name, old, own))
@@ -73,6 +84,7 @@ class Patches:
 
     def undo(self) -> None:
         """Put every replaced attribute back."""
+        self.undone = True
         while self._undo:
             owner, name, old, own = self._undo.pop()
             if own:
@@ -98,7 +110,13 @@ def scoped_class(scope: Scope, cls: type, redirect: Redirect) -> type:
             return cls(*args, **kwargs)
         return redirect(site, *args, **kwargs)
 
-    front = type(cls.__name__, (cls,), {"__new__": __new__, "__module__": cls.__module__,
-                                        "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
-                                        "__ezpz_cuda_compat__": True})
-    return front
+    return front_class(cls, __new__)
+
+
+def front_class(cls: type, new: Callable[..., Any]) -> type:
+    """A subclass of ``cls`` made by ``new``; every ``cls`` instance (torch's own) still passes ``isinstance``."""
+    meta = type(f"{cls.__name__}Front", (type(cls),), {
+        "__instancecheck__": lambda front, obj: isinstance(obj, cls),
+        "__subclasscheck__": lambda front, sub: issubclass(sub, cls)})
+    return meta(cls.__name__, (cls,), {"__new__": new, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                       "__doc__": cls.__doc__, "__ezpz_cuda_compat__": True})

@@ -2,7 +2,10 @@
 
 Where: ``EZPZ_CUDA_COMPAT_DIR`` if set; else next to the attempt's failure records when ``ezpz launch`` runs
 the job (``EZPZ_FAILURE_DIR``'s parent); else ``./ezpz-jobs/cuda-compat/<run id>`` (the launcher's run or job
-id, else this host and the launching process). One file per rank: ``rank-<N>.json``.
+id, else this host and the launching process). One file per rank: ``rank-<N>.json``. Where that directory cannot
+be written (a read-only working directory), the report goes to its per-user fallback and one warning says where
+(:mod:`ezpz.primitives.bookkeeping_dir`); where nothing can be written, the warning says so and the run's exit
+status is the script's all the same.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from ezpz.cuda_compat.scope import Site
 
-__all__ = ["BEHAVES", "report_dir", "site_rows", "summary_line", "write_report"]
+__all__ = ["BEHAVES", "child_reports", "report_dir", "site_rows", "summary_line", "write_report"]
 
 #: What a redirected call does compared with CUDA: ``same`` job, ``different`` (answered or emulated
 #: otherwise: the row says how), ``none`` (nothing to do on this device: a no-op).
@@ -55,23 +58,53 @@ def site_rows(sites: list[Site]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def write_report(path: Path, header: Mapping[str, Any], sites: list[Site]) -> dict[str, Any]:
-    """Write ``header`` plus the site rows to ``path`` (atomically, secrets scrubbed); return what was written."""
+_FIX = "set EZPZ_CUDA_COMPAT_DIR to a directory every rank can write"
+
+
+def write_report(path: Path, header: Mapping[str, Any], sites: list[Site]) -> tuple[dict[str, Any], Path | None]:
+    """Write ``header`` plus the site rows to ``path`` (atomically, secrets scrubbed), or to its directory's
+    fallback; return what was written and where (None: nowhere, said in a warning). Never raises OSError."""
+    from ezpz.primitives import bookkeeping_dir
     from ezpz.primitives.atomic_file import write_text_atomically
     from ezpz.primitives.redact import scrub_data
 
     data = scrub_data({**header, "sites": site_rows(sites)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, json.dumps(data, indent=1, default=str))
-    return data
+    folder = bookkeeping_dir.usable_dir(path.parent, what="CUDA-compat report", fix=_FIX)
+    if folder is None:
+        return data, None
+    written = folder / path.name
+    try:
+        write_text_atomically(written, json.dumps(data, indent=1, default=str))
+    except OSError as error:  # a full disk after the directory was found writable
+        bookkeeping_dir.write_failed(written, what="CUDA-compat report", error=error)
+        return data, None
+    return data, written
 
 
-def summary_line(data: Mapping[str, Any], path: Path) -> str:
-    """The one line rank 0 prints at exit."""
+def child_reports(directory: Path) -> list[dict[str, Any]]:
+    """The reports the run's child processes wrote beside the ranks' (``rank-<N>-pid-<pid>.json``)."""
+    found = []
+    for path in sorted(directory.glob("rank-*-pid-*.json")):
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def summary_line(data: Mapping[str, Any], path: Path | None, children: list[dict[str, Any]] | None = None) -> str:
+    """The one line rank 0 prints at exit (``path`` None: the report could not be written, a warning says why;
+    ``children``: the child processes' reports, counted at the end)."""
     rows = data.get("sites", [])
+    where = path if path is not None else "not written (see the warning above)"
     if not data.get("redirecting"):
-        return f"ezpz.cuda_compat: nothing redirected ({data.get('reason')}); report {path}"
+        return f"ezpz.cuda_compat: nothing redirected ({data.get('reason')}); report {where}"
     count = {b: sum(1 for r in rows if r["behaves"] == b) for b in BEHAVES}
     places = len({(r["file"], r["line"]) for r in rows})
+    tail = ""
+    if children:
+        calls = sum(len(child.get("sites", [])) for child in children)
+        tail = f"; {len(children)} child process(es) reported {calls} more"  # rows, as above
     return (f"ezpz.cuda_compat: {len(rows)} CUDA calls at {places} call sites redirected to {data.get('device')} "
-            f"({count['same']} same, {count['different']} different, {count['none']} not at all); report {path}")
+            f"({count['same']} same, {count['different']} different, {count['none']} not at all){tail}; "
+            f"report {where}")

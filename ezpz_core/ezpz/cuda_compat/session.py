@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["Session", "run_script"]
 
 #: The redirections, one module per concern, in the order they are put in place.
-INSTALLERS = ("tensors", "facade", "amp", "distributed", "loading", "optimizers", "profiler", "unsupported")
+INSTALLERS = ("indirect", "tensors", "facade", "accelerator", "amp", "distributed", "loading", "optimizers",
+              "profiler", "unsupported", "children")
 
 
 def installers_for(answers: CudaAnswers) -> tuple[str, ...]:
@@ -36,8 +37,8 @@ def installers_for(answers: CudaAnswers) -> tuple[str, ...]:
 class _ModeRecord:
     """The in-process plugin that puts "CUDA-compat mode on" into ``explain()`` (a ``lifecycle`` decision)."""
 
-    def __init__(self, script: Path, root: Path) -> None:
-        self.script, self.root = script, root
+    def __init__(self, script: Path, roots: list[str]) -> None:
+        self.script, self.roots = script, roots
 
     @hookimpl
     def ezpz_before_init(self, plan: SetupPlan) -> LifecycleAction:
@@ -45,8 +46,9 @@ class _ModeRecord:
 
         return LifecycleAction(reason=(
             f"CUDA-compat mode on (python -m ezpz.cuda_compat {self.script.name}): CUDA requests from the files "
-            f"under {self.root} are answered by {plan.device.torch_device} ({plan.backend.name}, {plan.amp.dtype} "
-            "policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to the mode's report"))
+            f"under {', '.join(self.roots)} are answered by {plan.device.torch_device} ({plan.backend.name}, "
+            f"{plan.amp.dtype} policy) as its plugin says (ezpz_cuda_answers); every redirected call site goes to "
+            "the mode's report"))
 
 
 def torchrun_variables(launch: LaunchEnv, environ: Mapping[str, str]) -> dict[str, str]:
@@ -75,9 +77,13 @@ class Session:
             raise ConfigError(name="SCRIPT", value=script, expected="a Python file",
                               fix="python -m ezpz.cuda_compat path/to/train.py [ARGS...]")
         self.argv = list(argv)
-        self.root = Path(project_root).resolve() if project_root else self.script.parent
+        self.project_root = project_root
+        self.roots: list[Any] = []  # roots.Root: every candidate, in or out, with why (set by start())
+        self.process = "launched"  # or how a child process of the run was started (.children)
+        self.report_name: str | None = None  # default rank-<N>.json
         self.compat: Any = None
         self.report_path: Path | None = None
+        """Where this rank's report went (its fallback when the configured place is read-only); None: nowhere."""
         self.rank = 0
         self.globals: dict[str, Any] = {}
         self.exported: dict[str, str] = {}  # the script's module globals once it has run (runpy's result)
@@ -90,15 +96,22 @@ class Session:
 
         import importlib
 
-        ezpz.hooks.get_plugin_host().register("cuda-compat", _ModeRecord(self.script, self.root),
-                                              target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
+        from ezpz.cuda_compat.roots import project_roots
+
+        host = ezpz.hooks.get_plugin_host()
+        record = _ModeRecord(self.script, [])
+        host.register("cuda-compat", record, target="ezpz.cuda_compat", reason="python -m ezpz.cuda_compat")
+        if not self.roots:  # a child process (.children) is handed its parent's
+            self.roots = project_roots(self.script, self.project_root, os.environ, os.getcwd())
+        record.roots = [r.path for r in self.roots if r.included]
         rt = ezpz.hooks.setup()
         self.rank = rt.rank
         self.exported = torchrun_variables(rt.plan.launch, os.environ)
         os.environ.update(self.exported)
         answers = ask(rt)
         precision = SetupSettings.resolve(os.environ).precision
-        self.compat = c = Compat(rt, answers, Scope(str(self.root)), precision_asked=precision)
+        self.compat = c = Compat(rt, answers, Scope(record.roots), precision_asked=precision)
+        c.session = self
         for name in installers_for(answers):
             importlib.import_module(f"ezpz.cuda_compat.{name}").install(c)
         return rt
@@ -110,7 +123,9 @@ class Session:
         self.globals = runpy.run_path(str(self.script), run_name="__main__")
 
     def finish(self) -> dict[str, Any] | None:
-        """Take the redirections out, write this rank's report, tear down; the report's data (None: never started)."""
+        """Take the redirections out, write this rank's report, tear down; the report's data (None: never started).
+
+        The report goes where :func:`~ezpz.cuda_compat.report.write_report` could put it (``report_path``)."""
         c = self.compat
         if c is None:
             return None
@@ -121,7 +136,8 @@ class Session:
         rt, answers = c.rt, c.answers
         step = rt.plan.step
         header = {
-            "script": str(self.script), "argv": self.argv, "project_root": str(self.root), "rank": rt.rank,
+            "script": str(self.script), "argv": self.argv, "rank": rt.rank, "process": self.process,
+            "project_roots": [{"path": r.path, "included": r.included, "why": r.why} for r in self.roots],
             "world_size": rt.world_size, "device": c.target, "backend": rt.backend, "precision": rt.amp.dtype,
             "redirecting": answers.redirect, "reason": answers.reason, "answers_from": answers.plugin,
             "device_notes": dict(answers.notes),
@@ -131,9 +147,12 @@ class Session:
             "unsupported": c.unsupported,
             "set_for_the_script": self.exported,
         }
-        self.report_path = report_dir(os.environ, rt.world_size) / f"rank-{rt.rank}.json"
-        data = write_report(self.report_path, header, c.scope.redirected)
-        ezpz.hooks.teardown()
+        try:  # the report never changes how the script ends; write_report says where it went (or why not)
+            data, self.report_path = write_report(
+                report_dir(os.environ, rt.world_size) / (self.report_name or f"rank-{rt.rank}.json"),
+                header, c.scope.redirected)
+        finally:
+            ezpz.hooks.teardown()
         return data
 
 

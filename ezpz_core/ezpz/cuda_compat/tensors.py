@@ -92,7 +92,7 @@ def install(c: Compat) -> None:
             site.note(found[1], f"device={devices.name!r}", "same")
             return _original(*args, **kwargs)
 
-        patches.replace(torch, name, scoped(scope, original, redirect, device_kwarg))
+        patches.replace(torch, name, scoped(scope, original, redirect, device_kwarg, through_torch=True))
 
     _install_pinning(c)
 

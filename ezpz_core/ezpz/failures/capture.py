@@ -209,11 +209,13 @@ def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missi
     if not cap.done:
         cap.kind = record.kind
     if cap.directory is not None and not cap.done:
-        try:
+        try:  # an unwritable directory is redirected or dropped, with one warning (ezpz.primitives.bookkeeping_dir)
             where = cap.written = write_failure(record, cap.directory)
         except OSError as err:
-            _log.get_logger("ezpz.failures").warning("failure_record_not_written", directory=cap.directory,
-                                                     error=str(err)[:200])
+            from ezpz.primitives import bookkeeping_dir
+
+            bookkeeping_dir.write_failed(Path(cap.directory) / f"rank-{record.rank}.json", what="failure record",
+                                         error=err)
     cap.done = True
     absent = ""
     if record.missing_ranks:
@@ -223,7 +225,8 @@ def _write(cap: _Capture, found: Classified, missing_ranks: Sequence[int], missi
     _log.get_logger("ezpz.failures").error(
         "rank_failed", kind=record.kind, host=record.host, attempt=record.attempt, missing=absent or "none known",
         error=record.first_line, how=found.how, **extra,
-        record=str(where) if where else "not written (EZPZ_FAILURE_DIR unset)")
+        record=str(where) if where else ("not written (EZPZ_FAILURE_DIR unset)" if cap.directory is None
+                                         else "not written (see the warning above)"))
     return record
 
 

@@ -1,9 +1,10 @@
 """One rank's failure record: a small JSON file ``<dir>/rank-<rank>.json``, written atomically.
 
 The directory is ``EZPZ_FAILURE_DIR`` (set per attempt by ``ezpz launch``; a
-user can set it too). Readers treat every file as hostile: a file that is too
-large, not JSON, or has a missing or ill-typed field is skipped with a reason,
-never raised.
+user can set it too), else its per-user fallback when it cannot be written
+(:mod:`ezpz.primitives.bookkeeping_dir`). Readers treat every file as hostile:
+a file that is too large, not JSON, or has a missing or ill-typed field is
+skipped with a reason, never raised.
 """
 
 from __future__ import annotations
@@ -118,10 +119,20 @@ class FailureRecord:
                    **kw)
 
 
-def write_failure(record: FailureRecord, directory: str | os.PathLike[str]) -> Path:
-    """Write ``record`` to ``<directory>/rank-<rank>.json`` atomically (temporary file, then ``os.replace``)."""
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
+def write_failure(record: FailureRecord, directory: str | os.PathLike[str]) -> Path | None:
+    """Write ``record`` to ``<directory>/rank-<rank>.json`` atomically (temporary file, then ``os.replace``).
+
+    Where ``directory`` cannot be written, the record goes to its per-user fallback
+    (:mod:`ezpz.primitives.bookkeeping_dir`, one warning says where); None when nothing could be written.
+    Raises OSError only when the file itself could not be written (a full disk).
+    """
+    from ezpz.primitives import bookkeeping_dir
+
+    folder = bookkeeping_dir.usable_dir(directory, what="failure records",
+                                        fix="set EZPZ_FAILURE_DIR to a directory every rank can write "
+                                            "(ezpz launch --job-dir)")
+    if folder is None:
+        return None
     final = folder / f"rank-{record.rank}.json"
     write_json_atomically(final, record.to_dict(), prefix=f".rank-{record.rank}.", sort_keys=True, fsync=True)
     return final

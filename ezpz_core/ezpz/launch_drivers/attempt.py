@@ -188,6 +188,19 @@ def _end_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
             continue
 
 
+def _open_log(path: Path | None) -> IO[bytes] | None:
+    """The attempt's output log, appended to; None (said once) when it cannot be opened: the job runs anyway."""
+    if path is None:
+        return None
+    try:
+        return path.open("ab")
+    except OSError as error:
+        from ezpz.primitives import bookkeeping_dir
+
+        bookkeeping_dir.write_failed(path, what="attempt output log", error=error)
+        return None
+
+
 def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapping[str, str],
                 interrupts: Interrupts, idle_timeout_s: float | None = None, grace_s: float = 10.0,
                 log_path: Path | None = None, sink: IO[bytes] | None = None, failure_dir: Path | None = None,
@@ -200,7 +213,7 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
     env = dict(environ)
     env.update(command.env)
     read_fd, write_fd = os.pipe()
-    log = log_path.open("ab") if log_path is not None else None
+    log = _open_log(log_path)
     started = time.monotonic()
     try:
         try:

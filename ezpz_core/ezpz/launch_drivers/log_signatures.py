@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ezpz.failures.signatures import FailureSignature
 
-__all__ = ["LAUNCHER_SIGNATURES", "OPENMPI_NO_RSH_AGENT", "PYTHON_CODE_ERROR"]
+__all__ = ["LAUNCHER_SIGNATURES", "OPENMPI_NO_RSH_AGENT", "PALS_RANK_EXIT", "PYTHON_CODE_ERROR"]
 
 OPENMPI_NO_RSH_AGENT = FailureSignature(
     pattern=r'MCA parameter "plm_rsh_agent" was set to a path', kind="launcher_config",
@@ -30,6 +30,12 @@ PYTHON_CODE_ERROR = FailureSignature(
     reason="Python's last traceback line: the script does not compile, cannot import a module, or uses an undefined "
            "name (raised before ezpz.hooks.setup() could record it); the same code fails the same way on any host",
     source="CPython traceback format (Lib/traceback.py: the final 'ExceptionType: message' line)")
+
+PALS_RANK_EXIT = FailureSignature(
+    pattern=r"\brank \d+ exited with code [1-9]\d*\b", kind="signal", plugin="ezpz launch",
+    reason="Cray PALS: a rank exited nonzero and PALS ended the others with SIGTERM, so the job's status is 143 "
+           "like a walltime kill; it is a failure, not the walltime (code 0 lines are every rank's clean exit)",
+    source="original ezpz v0.22.2 (commit 155814c, Sunspot job 12471663: '<host>: rank N exited with code K')")
 
 LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
     FailureSignature(
@@ -56,6 +62,7 @@ LAUNCHER_SIGNATURES: tuple[FailureSignature, ...] = (
         pattern=r"srun: error: \S+: tasks? [\d,-]+: Killed\b", kind="signal", blames_host=True, plugin="ezpz launch",
         reason="Slurm: tasks on the named node were SIGKILLed (node failure, OOM killer)",
         source="Slurm srun (step task exit reporting)"),
+    PALS_RANK_EXIT,
     OPENMPI_NO_RSH_AGENT,
     PYTHON_CODE_ERROR,
 )

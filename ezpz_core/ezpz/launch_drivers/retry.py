@@ -35,6 +35,8 @@ shrink                bad hosts named, too few spares, and with             excl
                       hosts remain
 exhausted             bad hosts named, too few spares (and below K)         stop, naming every host lost
 walltime              status 143 (SIGTERM from the scheduler), no evidence  stop
+                      (a PALS "rank N exited with code K", K > 0, is
+                      evidence: that 143 is PALS ending the job)
 stuck                 this and the previous attempt never reached a step    stop
 hang                  the watchdog ended it, no host named                  retry on the same hosts
 unknown               failed, nothing names a host                          retry on the same hosts
@@ -368,10 +370,14 @@ def classify(facts: AttemptFacts, *, spares_left: int, prior_progress: bool | No
     if preempted:  # SIGTERM to the ranks alone, and nothing names a host
         return _preempted(facts, preempted, retry=True)
     rejected.append(("bad_host", "no record, vanished host or host-blaming log signature names a host"))
-    if facts.status == WALLTIME_STATUS and not facts.timed_out and not facts.records:
+    ended = [h for h in facts.log_hits if h.kind == "signal" and not h.blames_host]  # a rank ended, no host named
+    if facts.status == WALLTIME_STATUS and not facts.timed_out and not facts.records and not ended:
         return Verdict(outcome="walltime", retry=False, rejected=rejected,
                        reason="status 143 (SIGTERM) with no failure evidence: the scheduler's walltime; "
                               "a retry would be killed too")
+    if facts.status == WALLTIME_STATUS and ended:
+        rejected.append(("walltime", f"status 143, but the launcher says a rank failed first: {ended[0].line!r} "
+                                     f"({ended[0].reason})"))
     if prior_progress is False and not facts.progress:
         return Verdict(outcome="stuck", retry=False, rejected=rejected,
                        reason="this attempt and the one before never reached a training step: stuck before the "

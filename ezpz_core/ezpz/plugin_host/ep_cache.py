@@ -35,7 +35,8 @@ Safety:
 - **Where:** ``$XDG_CACHE_HOME/ezpz/entry-points`` (default ``~/.cache``, where
   stevedore keeps its own entry-point cache), one file per interpreter and
   ``sys.path`` (less its first entry), written atomically with mode 0600 in a 0700 directory. A
-  read-only or missing home just means no cache. ``EZPZ_CACHE=0``
+  read-only home moves it to the per-user fallback (:mod:`ezpz.primitives.bookkeeping_dir`, one
+  warning), where later processes read it; a missing home means no cache. ``EZPZ_CACHE=0``
   turns it off.
 
 stevedore has such a cache (``stevedore._cache``), but it stats every

@@ -9,6 +9,8 @@
   :class:`~ezpz.errors.ConfigError` naming it;
 * :func:`get_logger`: structured events that obey ezpz's rank filter; never configures logging;
 * :func:`with_ds_accelerator`: tell DeepSpeed which accelerator ezpz chose, from ``ezpz_before_init``.
+* :func:`gloo_unsupported_reduce_ops` / :func:`gloo_mesh_support`: the reduce operations gloo lacks on this torch,
+  for a plugin whose collectives are gloo or run through it (``ezpz_mesh_support``);
 * :func:`with_nccl_hang_budget`: torch's NCCL watchdog (NCCL and RCCL) set from ``EZPZ_TIMEOUT``, from ``ezpz_before_init``;
   :func:`nccl_watchdog_env` and :data:`HEARTBEAT_FLOOR_S`, the settings it applies, for an NCCL-derived library.
 
@@ -26,6 +28,7 @@ from ezpz.plugin_kit.ownership import facts_if_ours
 if TYPE_CHECKING:
     from ezpz.plugin_kit.logs import get_logger
     from ezpz.plugin_kit.backends import backend_in_build, gloo_fallback, vendor_then_gloo
+    from ezpz.plugin_kit.gloo_reductions import GLOO_REDUCE_SOURCES, gloo_mesh_support, gloo_unsupported_reduce_ops
     from ezpz.plugin_kit.lifecycle import (
         HEARTBEAT_FLOOR_S, nccl_watchdog_env, with_ds_accelerator, with_nccl_hang_budget,
     )
@@ -33,12 +36,15 @@ if TYPE_CHECKING:
     from ezpz.inputs.settings import parse_bool
 
 __all__ = [
+    "GLOO_REDUCE_SOURCES",
     "HEARTBEAT_FLOOR_S",
     "VisibleList",
     "backend_in_build",
     "facts_if_ours",
     "get_logger",
     "gloo_fallback",
+    "gloo_mesh_support",
+    "gloo_unsupported_reduce_ops",
     "nccl_watchdog_env",
     "parse_bool",
     "parse_visible_devices",
@@ -52,6 +58,9 @@ _LAZY = {
     "backend_in_build": "ezpz.plugin_kit.backends",
     "gloo_fallback": "ezpz.plugin_kit.backends",
     "vendor_then_gloo": "ezpz.plugin_kit.backends",
+    "GLOO_REDUCE_SOURCES": "ezpz.plugin_kit.gloo_reductions",
+    "gloo_mesh_support": "ezpz.plugin_kit.gloo_reductions",
+    "gloo_unsupported_reduce_ops": "ezpz.plugin_kit.gloo_reductions",
     "VisibleList": "ezpz.plugin_kit.visible",
     "parse_visible_devices": "ezpz.plugin_kit.visible",
     "with_ds_accelerator": "ezpz.plugin_kit.lifecycle",

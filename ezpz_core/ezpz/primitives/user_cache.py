@@ -4,8 +4,10 @@
 read only if it is a regular file (not a symlink) owned by this user, not
 writable by group or others, and at most :data:`MAX_BYTES`; anything else is
 ignored, with the reason returned. Writes go to a temporary file (mode 0600,
-in a 0700 directory) renamed into place, so readers never see half a file;
-a read-only or missing home only means nothing is cached.
+in a 0700 directory) renamed into place, so readers never see half a file.
+A read-only home moves the cache to the per-user fallback
+(:mod:`ezpz.primitives.bookkeeping_dir`, with one warning), where later reads
+find it; with nothing writable, nothing is cached.
 """
 
 from __future__ import annotations
@@ -34,11 +36,26 @@ def cache_dir(kind: str, environ: Mapping[str, str] | None = None) -> Path | Non
 
 
 def read_json(file: Path) -> tuple[object | None, str]:
-    """The file's JSON value, or None and why it was not read or not trusted."""
+    """The file's JSON value, or None and why it was not read or not trusted; a file not there is looked for
+    where :func:`write_json` would have put it instead (its per-user fallback, when that exists and is trusted)."""
+    data, why = _read_json(file)
+    if why == _NOT_THERE:
+        from ezpz.primitives.bookkeeping_dir import fallback_of
+
+        instead = fallback_of(file.parent)
+        if instead is not None:
+            data, why = _read_json(instead / file.name)
+    return data, why
+
+
+_NOT_THERE = "nothing cached yet"
+
+
+def _read_json(file: Path) -> tuple[object | None, str]:
     try:
         fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        return None, "nothing cached yet"
+    except (FileNotFoundError, NotADirectoryError):
+        return None, _NOT_THERE
     except OSError as err:
         return None, f"cannot open {file}: {err.strerror or err}"
     try:
@@ -67,12 +84,18 @@ def read_json(file: Path) -> tuple[object | None, str]:
 
 
 def write_json(file: Path, data: object) -> str:
-    """Write ``data`` atomically; returns why not, or ``""``."""
+    """Write ``data`` atomically, into ``file``'s directory or its per-user fallback
+    (:mod:`ezpz.primitives.bookkeeping_dir`, one warning says where); returns why not, or ``""``."""
+    from ezpz.primitives import bookkeeping_dir
     from ezpz.primitives.atomic_file import write_json_atomically  # only when writing
 
+    folder = bookkeeping_dir.usable_dir(file.parent, what=f"cache ({file.parent.name})",
+                                        fix="set XDG_CACHE_HOME to a writable directory, or EZPZ_CACHE=0",
+                                        mode=0o700, group="cache")  # one warning for all the caches
+    if folder is None:
+        return "not written (no writable directory; see the warning)"
     try:
-        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_json_atomically(file, data)  # mkstemp: mode 0600
-    except OSError as err:  # read-only or full home, no permission: run without the file
+        write_json_atomically(folder / file.name, data)  # mkstemp: mode 0600
+    except OSError as err:  # a full disk: run without the file
         return f"not written ({err.strerror or err})"
     return ""

@@ -293,9 +293,10 @@ class Runtime:
         Parameters are gathered in the precision policy's autocast dtype (bf16 or fp16) and gradients
         reduced in fp32 (``MixedPrecisionPolicy``; its reason in ``explain()["sharding"]``); fp32 policies
         leave both as stored. With fp16 use :meth:`grad_scaler`: its unscale agrees on overflow over the
-        mesh. Keyword arguments go to every ``fully_shard`` call and win (``mp_policy=``,
-        ``reshard_after_forward=``, ...). One process: ``model`` on :attr:`device`, unsharded. Where FSDP2
-        cannot run (XLA, a torch without it for this device) raises
+        mesh. Where the backend lacks ``AVG`` or ``PREMUL_SUM`` (XCCL, oneCCL; gloo's ``PREMUL_SUM``), gradients
+        are reduced with ``SUM`` and divided once after, as DDP's. Keyword arguments go to every ``fully_shard``
+        call and win (``mp_policy=``, ``reshard_after_forward=``, ...). One process: ``model`` on
+        :attr:`device`, unsharded. Where FSDP2 cannot run (XLA, a torch without it for this device) raises
         :class:`~ezpz.errors.UnavailableError` naming the alternative. Create the optimizer afterwards.
         """
         from ezpz.sharding.fsdp import fsdp2_for, shard_model
@@ -309,7 +310,7 @@ class Runtime:
                 return model
             return model.to(self.device)
         return shard_model(model, mesh if mesh is not None else self.mesh(), module,
-                           shard_precision(self.amp, self.device_type), **fsdp_options)
+                           shard_precision(self.amp, self.device_type), self.plan.mesh, **fsdp_options)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the policy's dtype, or a no-op when the policy is fp32."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ezpz.decisions import AmpPolicy, Decision, MeshSupport
 from ezpz.facts import Alternative
 from ezpz.sharding.precision import shard_precision
+from ezpz.sharding.reductions import gradient_reduction
 
 __all__ = ["sharding_decision"]
 
@@ -31,10 +32,19 @@ def sharding_decision(support: MeshSupport, amp: AmpPolicy, device: str) -> Deci
     precision = shard_precision(amp, device)
     details["MixedPrecisionPolicy"] = (f"param_dtype={precision.param_dtype}, reduce_dtype={precision.reduce_dtype}"
                                        if precision.param_dtype else "FSDP2's default: as stored (fp32)")
+    reduction = gradient_reduction(support, device)
+    details["gradient reduction"] = reduction.chosen
+    if support.unsupported_reduce_ops:
+        details["unsupported_reduce_ops"] = sorted(support.unsupported_reduce_ops)
     dtype = precision.param_dtype or "fp32"
     other = "fp32" if precision.param_dtype else None
-    alternatives = ((Alternative(name=f"{other} parameters", reason="pass mp_policy= to rt.shard() to choose"),)
+    alternatives: tuple[Alternative, ...] = ((Alternative(name=f"{other} parameters", reason="pass mp_policy= to rt.shard() to choose"),)
                     if other else ())
-    return Decision(topic="sharding", chosen=f"rt.shard(): FSDP2, {dtype} parameters, fp32 reductions; {_groups(support)}"
-                    if precision.param_dtype else f"rt.shard(): FSDP2 in fp32; {_groups(support)}",
-                    reason=f"{precision.reason}; {support.reason}", alternatives=alternatives, details=details)
+    if reduction.rejected:
+        alternatives += (Alternative(name="divide factor 1.0", reason=reduction.rejected),)
+    summed = "; SUM reductions, divided once after" if reduction.force_sum else ""
+    return Decision(topic="sharding", chosen=f"rt.shard(): FSDP2, {dtype} parameters, fp32 reductions{summed}; "
+                    f"{_groups(support)}" if precision.param_dtype else
+                    f"rt.shard(): FSDP2 in fp32{summed}; {_groups(support)}",
+                    reason=f"{precision.reason}; {reduction.reason}; {support.reason}", alternatives=alternatives,
+                    details=details)

@@ -9,6 +9,7 @@ from ezpz.decisions import MeshSupport
 from ezpz.errors import UnavailableError
 from ezpz.primitives.torch_private import fsdp2
 from ezpz.sharding.precision import ShardPrecision
+from ezpz.sharding.reductions import gradient_reduction
 
 if TYPE_CHECKING:
     import torch
@@ -49,14 +50,36 @@ def shard_units(model: Any) -> Iterator[Any]:
             yield child
 
 
-def shard_model(model: _M, mesh: DeviceMesh, module: Any, precision: ShardPrecision, **options: Any) -> _M:
-    """``fully_shard`` each unit of ``model`` and then ``model`` on ``mesh``; ``options`` win over ``precision``."""
+def shard_model(model: _M, mesh: DeviceMesh, module: Any, precision: ShardPrecision,
+                support: MeshSupport | None = None, **options: Any) -> _M:
+    """``fully_shard`` each unit of ``model`` and then ``model`` on ``mesh``; ``options`` win over ``precision``.
+
+    Where ``support`` says the backend lacks a reduce operation FSDP2 divides in (:mod:`.reductions`), every
+    FSDP module reduces with ``SUM`` and divides once after (``set_force_sum_reduction_for_comms(True)``).
+    """
+    reduction = gradient_reduction(support, "this device") if support is not None else None
+    if reduction is not None and reduction.force_sum:
+        _need_force_sum(module, reduction.reason)
     if "mp_policy" not in options:
         kwargs = precision.policy_kwargs()
         if kwargs:
             options["mp_policy"] = module.MixedPrecisionPolicy(**kwargs)
     fully_shard = module.fully_shard
-    for unit in list(shard_units(model)):
-        fully_shard(unit, mesh=mesh, **options)
+    units = [fully_shard(unit, mesh=mesh, **options) for unit in list(shard_units(model))]
     sharded: _M = fully_shard(model, mesh=mesh, **options)  # the same module, its class now also FSDPModule
+    if reduction is not None and reduction.force_sum:
+        for unit in (*units, sharded):  # each FSDP module keeps its own flag (its parameter group's)
+            unit.set_force_sum_reduction_for_comms(True)
     return sharded
+
+
+def _need_force_sum(module: Any, why: str) -> None:
+    """Refuse before sharding where this torch's FSDP2 cannot be told to reduce with SUM only (before 2.8)."""
+    if hasattr(getattr(module, "FSDPModule", None), "set_force_sum_reduction_for_comms"):
+        return
+    import torch
+
+    raise UnavailableError(
+        name="rt.shard(model)", value=f"torch {torch.__version__}: FSDPModule has no set_force_sum_reduction_for_comms",
+        expected=f"a torch whose FSDP2 can reduce with SUM only, because {why}",
+        fix="use torch 2.8 or newer (pytorch#155915 added it), or DDP (torch.nn.parallel.DistributedDataParallel)")

@@ -89,13 +89,23 @@ def plan_setup(hooks: Hooks, settings: SetupSettings, environ: Mapping[str, str]
     step_answer = hooks.step_boundary(cand, build)
     step = step_answer[1] if step_answer else StepBoundary.eager(cand.label)
     mesh_answer = hooks.mesh_support(cand, build, backend.name)
-    mesh = mesh_answer[1] if mesh_answer else MeshSupport.default(cand.device_type)
+    mesh = mesh_answer[1] if mesh_answer else _torch_mesh_support(cand.device_type, build, backend.name)
     from ezpz.startup.threads import choose_threads, probe_thread_facts
 
     threads = choose_threads(probe_thread_facts(environ, launch.local_world_size, launch.launcher))
     return SetupPlan(build=build, launch=launch, device=device, backend=backend, amp=amp, profiling=profiling,
                      timeout_s=settings.timeout_s, compile=compile_policy, threads=threads, step=step,
                      mesh=mesh)
+
+
+def _torch_mesh_support(device_type: str, build: TorchBuild, backend: str) -> MeshSupport:
+    """No plugin described meshes here: torch's own way, with the reduce operations gloo lacks when the backend
+    is gloo (torch's own backend, on any device: :mod:`ezpz.plugin_kit.gloo_reductions`)."""
+    if backend != "gloo":
+        return MeshSupport.default(device_type)
+    from ezpz.plugin_kit.gloo_reductions import gloo_mesh_support
+
+    return gloo_mesh_support(build)
 
 
 def _compile_policy(hooks: Hooks, cand: DeviceCandidate, build: TorchBuild, settings: SetupSettings):  # type: ignore[no-untyped-def]

@@ -4,9 +4,10 @@ Rank 0 hands each report to :meth:`ReportWriter.submit` as two functions that
 build files' contents: the light one (the small report ``ezpz launch``
 follows) and the heavy one (the history, turned from tensors into JSON), and
 returns at once. A daemon thread writes each file atomically (a temporary file
-beside it, then a rename). If the thread is still busy when the next report
-comes, the waiting one is replaced: a slow disk costs reports on disk, never
-steps.
+beside it, then a rename), into the folder or, where it cannot be written, its
+per-user fallback (:mod:`ezpz.primitives.bookkeeping_dir`: one warning says
+where). If the thread is still busy when the next report comes, the waiting
+one is replaced: a slow disk costs reports on disk, never steps.
 
 The heavy file is written at most :data:`DUTY` of the time: after a write that
 took ``w`` seconds the next waits ``w / DUTY``. The writer shares the
@@ -28,6 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ezpz.primitives import bookkeeping_dir
 from ezpz.primitives import logger as _log
 from ezpz.primitives.atomic_file import write_text_atomically
 
@@ -139,7 +141,9 @@ class ReportWriter:
                 if build is not None:
                     self._write(build())
                     self.written += 1
-            except Exception as error:  # the report is for people: a full disk or a bad value must not end training
+            except OSError as error:  # the report is for people: a full disk must not end training; said once
+                bookkeeping_dir.write_failed(self.folder / "stragglers.json", what="straggler report", error=error)
+            except Exception as error:  # nor a bad value
                 log.warning("straggler_report_not_written", folder=str(self.folder),
                             error=f"{type(error).__name__}: {error}")
             finally:
@@ -151,6 +155,9 @@ class ReportWriter:
                     self._cond.notify_all()
 
     def _write(self, files: Mapping[str, Any]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        folder = bookkeeping_dir.usable_dir(self.folder, what="straggler report",
+                                            fix="set EZPZ_FAILURE_DIR to a directory rank 0 can write")
+        if folder is None:  # nothing writable: said once, the log lines still carry the report
+            return
         for name, data in files.items():
-            write_text_atomically(self.folder / name, json.dumps(data, separators=(",", ":")))
+            write_text_atomically(folder / name, json.dumps(data, separators=(",", ":")))

@@ -19,7 +19,8 @@ A plugin passes when:
 
 With ``live=True`` it also drives the plugin's device, where it is present,
 through a real ``setup()`` (:mod:`ezpz.testing.live`), and on 2 ranks of its
-own (:mod:`ezpz.testing.live_ranks`).
+own (:mod:`ezpz.testing.live_ranks`). With ``ops=True`` it runs torch's own
+test databases on the device against the CPU (:mod:`ezpz.testing.torch_db`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def check_plugin(
     allow_imports: Iterable[str] = (),
     isolated_import: bool = True,
     live: bool = False,
+    ops: bool = False,
+    ops_only: Sequence[str] = (),
+    ops_json: str | os.PathLike[str] | None = None,
+    ops_deadline_s: float = 600.0,
 ) -> ConformanceReport:
     """Run every conformance check against ``plugin`` and report; never raises for a bad plugin.
 
@@ -89,6 +94,15 @@ def check_plugin(
         a 1-D and a 2-D device mesh, an FSDP2 step against DDP and a sharded
         checkpoint (``live ranks ...``). They run with the installed torch
         (``build`` is ignored) and change the process as ``setup()`` does.
+    :param ops: Also run the float32 samples of torch's ``op_db`` and
+        ``module_db`` (the first 3 of each entry) on the plugin's device, where
+        it offers one here, against the CPU, in worker processes of their own
+        (a crash is a verdict): ``torch ops`` passes with no crash and at least
+        99% of the compared samples equal, ``torch modules`` with every sample
+        equal. Every verdict goes to a JSON file. Needs ``ezpz[kit]``.
+    :param ops_only: Database entries to run (``"fft.hfft"``, ``"nn.LSTM"``); all when empty.
+    :param ops_json: Where the verdicts go (default ``./ezpz-jobs/check-plugin/<plugin>-torch-db.json``).
+    :param ops_deadline_s: No sample starts after it; the rest are ``not run``.
     """
     try:
         t = resolve(plugin)
@@ -124,6 +138,10 @@ def check_plugin(
         results.append(isolated_import_check(t.module, sdk_modules, allow_imports))
     if live:
         results += _live(t, environ)
+    if ops:
+        from ezpz.testing.torch_db_checks import torch_db_checks
+
+        results += torch_db_checks(t, environ, only=ops_only, json_path=ops_json, deadline_s=ops_deadline_s)
     return ConformanceReport(plugin=t.name, target=t.target, results=tuple(results))
 
 

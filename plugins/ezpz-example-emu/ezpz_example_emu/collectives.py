@@ -24,12 +24,19 @@ uses in place of the group it would have built):
   FSDP2 and DTensor use (``all_gather_single``/``_allgather_base``,
   ``reduce_scatter_single``/``_reduce_scatter_base``, ``all_to_all_single``/
   ``alltoall_base``) and their coalesced forms; ``send``/``recv``; ``barrier``.
+
+``EMUCCL_REFUSE_REDUCE_OPS`` (e.g. ``AVG,PREMUL_SUM``) makes every reducing collective raise for those
+``ReduceOp`` names, as oneCCL/XCCL does ("Cannot use ReduceOp.PREMUL_SUM with XCCL", "average operation is
+not supported for the scheduler path"): the backend of a device whose library lacks them, to test against.
+gloo underneath already raises for ``PREMUL_SUM`` on every torch version.
 """
 
 from __future__ import annotations
 
 import datetime
+import os
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -38,9 +45,11 @@ from torch._C import _distributed_c10d as _c10d  # AllgatherOptions: not re-expo
 
 from ezpz_example_emu.device import DEVICE_TYPE, to_cpu_alias
 
-__all__ = ["BACKEND", "EmuCollectives", "register_backend"]
+__all__ = ["BACKEND", "REFUSE_VAR", "EmuCollectives", "refused_reduce_ops", "register_backend"]
 
 BACKEND = "emuccl"
+REFUSE_VAR = "EMUCCL_REFUSE_REDUCE_OPS"
+"""Comma-separated ``ReduceOp`` names emuccl refuses (raises for), as a vendor library without them would."""
 _lock = threading.Lock()
 _registered = False
 
@@ -59,6 +68,17 @@ def _done(result: Any) -> Any:
     return torch._C._distributed_c10d._create_work_from_future(future)
 
 
+def refused_reduce_ops(environ: Mapping[str, str]) -> frozenset[str]:
+    """The ``ReduceOp`` names ``EMUCCL_REFUSE_REDUCE_OPS`` lists (upper-cased); a name torch lacks raises ValueError."""
+    names = frozenset(n.strip().upper() for n in environ.get(REFUSE_VAR, "").split(",") if n.strip())
+    known = {op.name for op in dist.ReduceOp.RedOpType.__members__.values()}
+    unknown = sorted(names - known)
+    if unknown:
+        raise ValueError(f"{REFUSE_VAR}={environ[REFUSE_VAR]!r}: {unknown} are not ReduceOp names; expected a "
+                         f"comma-separated list of {sorted(known)}, e.g. {REFUSE_VAR}=AVG,PREMUL_SUM")
+    return names
+
+
 def _options(kind: Any, given: Any) -> Any:
     """A fresh ``kind`` options object with ``given``'s reduction (one per collective of a coalesced call)."""
     opts = kind()
@@ -74,6 +94,14 @@ class EmuCollectives(dist.ProcessGroup):  # type: ignore[misc]
         super().__init__(rank, size)
         self._gloo: Any = dist.ProcessGroupGloo(dist.PrefixStore(f"{BACKEND}/", store), rank, size, timeout)
         self._name = ""
+        self._refused = refused_reduce_ops(os.environ)  # read once, as a vendor library reads its settings
+
+    def _reducing(self, opts: Any) -> None:
+        """Raise for a reduction this backend refuses (``EMUCCL_REFUSE_REDUCE_OPS``), before any rank sends."""
+        op = getattr(getattr(opts, "reduceOp", None), "op", None)
+        if op is not None and op.name in self._refused:
+            raise RuntimeError(f"{BACKEND}: Cannot use ReduceOp.{op.name} with {BACKEND} ({REFUSE_VAR}="
+                               f"{','.join(sorted(self._refused))}, as oneCCL/XCCL refuses it): reduce with SUM")
 
     @property
     def gloo(self) -> Any:
@@ -97,10 +125,12 @@ class EmuCollectives(dist.ProcessGroup):  # type: ignore[misc]
     # -- all-reduce, broadcast, reduce -------------------------------------------------------------------------
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        self._reducing(opts)
         self._gloo.allreduce(_host(tensors), opts or dist.AllreduceOptions()).wait()
         return _done(tensors)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        self._reducing(opts)
         for t in tensors:
             self._gloo.allreduce([_one(t)], _options(dist.AllreduceOptions, opts)).wait()
         return _done(tensors)
@@ -110,6 +140,7 @@ class EmuCollectives(dist.ProcessGroup):  # type: ignore[misc]
         return _done(tensors)
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        self._reducing(opts)
         self._gloo.reduce(_host(tensors), opts or dist.ReduceOptions()).wait()
         return _done(tensors)
 
@@ -157,11 +188,13 @@ class EmuCollectives(dist.ProcessGroup):  # type: ignore[misc]
 
     def reduce_scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
                        opts: Any = None) -> Any:
+        self._reducing(opts)
         ins = [_host(i) for i in input_tensors]
         self._gloo.reduce_scatter(_host(output_tensors), ins, opts or dist.ReduceScatterOptions()).wait()
         return _done(output_tensors)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        self._reducing(opts)
         self._gloo._reduce_scatter_base(_one(output), _one(input), opts or dist.ReduceScatterOptions()).wait()
         return _done([output])
 
@@ -169,6 +202,7 @@ class EmuCollectives(dist.ProcessGroup):  # type: ignore[misc]
 
     def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
                                         opts: Any = None) -> Any:
+        self._reducing(opts)
         for o, i in zip(outputs, inputs):
             self._gloo._reduce_scatter_base(_one(o), _one(i), _options(dist.ReduceScatterOptions, opts)).wait()
         return _done(outputs)

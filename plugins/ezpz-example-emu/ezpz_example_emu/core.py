@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from attrs import frozen
 
 from ezpz.compiling import CompileOption
-from ezpz.decisions import BackendOption, PrecisionOption
+from ezpz.decisions import BackendOption, MeshSupport, PrecisionOption
+from ezpz.errors import ConfigError
 from ezpz.facts import DeviceCandidate, TorchBuild
 from ezpz.plugin_kit import parse_bool
 
@@ -30,7 +31,9 @@ __all__ = [
     "backend_options",
     "compile_options",
     "emu_candidate",
+    "mesh_support",
     "precision_options",
+    "read_refused",
     "read_request",
     "read_torch",
 ]
@@ -64,6 +67,8 @@ class EmuFacts:
     """Whether this torch can take a PrivateUse1 backend written in Python (``torch._C._acc``)."""
     privateuse1_owner: str = ""
     """Another backend that already holds torch's PrivateUse1 key in this process, if any."""
+    refused_reduce_ops: frozenset[str] = frozenset()
+    """The ``ReduceOp`` names emuccl is set to refuse (``EMUCCL_REFUSE_REDUCE_OPS``), as oneCCL/XCCL does."""
 
 
 # -- probing: the only code that looks at the world --------------------------------------------------
@@ -93,6 +98,17 @@ def read_torch(requested_by: str) -> EmuFacts:
         owner = "" if name in ("privateuseone", DEVICE_TYPE) else name
     return EmuFacts(requested_by=requested_by, torch_version=torch.__version__.split("+")[0],
                     python_backend=python_backend, privateuse1_owner=owner)
+
+
+def read_refused(environ: Mapping[str, str]) -> frozenset[str]:
+    """What ``EMUCCL_REFUSE_REDUCE_OPS`` has emuccl refuse; a name that is no ``ReduceOp`` raises ConfigError."""
+    from ezpz_example_emu.collectives import REFUSE_VAR, refused_reduce_ops
+
+    try:
+        return refused_reduce_ops(environ)
+    except ValueError as err:
+        raise ConfigError(name=REFUSE_VAR, value=environ.get(REFUSE_VAR), expected="ReduceOp names, comma-separated",
+                          fix=f"{err}") from None
 
 
 def rejection(facts: EmuFacts) -> str | None:
@@ -157,6 +173,20 @@ def compile_options(build: TorchBuild) -> list[CompileOption]:
                       reason="TorchDynamo and AOTAutograd trace the model; the captured graph runs on the "
                              "emu kernels"),
     ]
+
+
+def mesh_support(facts: EmuFacts, build: TorchBuild) -> MeshSupport:
+    """torch's mesh groups; the reduce operations emuccl lacks: gloo's (it runs through gloo), and those refused."""
+    from ezpz.plugin_kit import GLOO_REDUCE_SOURCES, gloo_unsupported_reduce_ops
+
+    ops, why = gloo_unsupported_reduce_ops(build)
+    if facts.refused_reduce_ops:
+        why += (f"; EMUCCL_REFUSE_REDUCE_OPS={','.join(sorted(facts.refused_reduce_ops))} has emuccl raise for "
+                f"{' and '.join(sorted(facts.refused_reduce_ops))}, as oneCCL/XCCL does")
+    return MeshSupport(reason=f"{BACKEND}: torch's own mesh groups, made of gloo groups underneath",
+                       unsupported_reduce_ops=ops | facts.refused_reduce_ops,
+                       reduce_ops_reason=f"{BACKEND} runs its collectives through gloo: {why}",
+                       sources=GLOO_REDUCE_SOURCES)
 
 
 def device_label(facts: EmuFacts) -> str:

@@ -80,12 +80,32 @@ def _retarget(tensor: torch.Tensor, dl_device_type: int, index: int) -> torch.Te
 
 
 def to_emu(cpu: torch.Tensor, index: int) -> torch.Tensor:
-    """An ``emu:index`` tensor over ``cpu``'s memory (no copy)."""
+    """An ``emu:index`` tensor over ``cpu``'s memory (no copy); a conjugate or negative view stays one.
+
+    :raises NotImplementedError: For a sparse or other non-strided tensor: emu has strided memory only.
+    """
+    if cpu.layout != torch.strided:
+        raise NotImplementedError(f"emu holds strided tensors only: a {cpu.layout} result cannot be handed to the "
+                                  "device (DLPack carries strided memory); keep it on the CPU")
+    if cpu.is_conj():  # DLPack cannot carry the flag, and resolving it here would copy through the device
+        return to_emu(cpu.conj(), index).conj()
+    if cpu.is_neg():
+        return torch._neg_view(to_emu(torch._neg_view(cpu), index))
     return _retarget(cpu, _KDL_EXT_DEV, index)
 
 
 def to_cpu_alias(emu: torch.Tensor) -> torch.Tensor:
-    """A CPU tensor over ``emu``'s memory (no copy): writing one writes the other."""
+    """A CPU tensor over ``emu``'s memory (no copy): writing one writes the other.
+
+    A conjugate or negative view is aliased without its flag, which is set
+    again on the CPU alias: DLPack cannot carry it, and exporting such a tensor
+    resolves it, a copy that comes back here (the recursion that ended
+    ``fft.hfft`` on emu with a segmentation fault).
+    """
+    if emu.is_conj():
+        return to_cpu_alias(emu.conj()).conj()
+    if emu.is_neg():
+        return torch._neg_view(to_cpu_alias(torch._neg_view(emu)))
     if emu.numel() == 0:  # no memory to share: a fresh CPU tensor (an out= the kernel resizes is rebound)
         return torch.empty_strided(emu.shape, emu.stride(), dtype=emu.dtype)
     return _retarget(emu, _KDL_CPU, 0)
@@ -310,7 +330,8 @@ def _fallback(module: EmuModule) -> Callable[..., Any]:
         outs = {a.name for a in schema.arguments if a.is_out}
         stand_ins: list[tuple[torch.Tensor, torch.Tensor]] = []
         cpu_args, cpu_kwargs = _cpu_args(args, kwargs, outs, stand_ins)
-        out = op(*cpu_args, **cpu_kwargs)
+        call = op.overloadpacket if _numbers_in_tensor_slots(schema, args, kwargs) else op
+        out = call(*cpu_args, **cpu_kwargs)
         for emu, cpu in stand_ins:
             _write_back(emu, cpu)
         written = _written_inputs(schema, args, kwargs)
@@ -330,6 +351,22 @@ def _fallback(module: EmuModule) -> Callable[..., Any]:
         return tuple(handed)
 
     return kernel
+
+
+def _numbers_in_tensor_slots(schema: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a ``Tensor`` argument arrived as a Python number.
+
+    A composite such as ``remainder.Scalar`` wraps its scalar in a "wrapped
+    number" tensor and calls the ``Tensor`` overload; the boxed fallback gets
+    that tensor back as a number. Then the operator is called by name (its
+    overload packet), which picks the ``Scalar`` overload and keeps the wrapped
+    number's type promotion.
+    """
+    for pos, arg in enumerate(schema.arguments):
+        value = args[pos] if pos < len(args) else kwargs.get(arg.name)
+        if str(arg.type) == "Tensor" and isinstance(value, (bool, int, float, complex)):
+            return True
+    return False
 
 
 def _on_cpu_as(cpu_op: Any, module: EmuModule) -> Callable[..., Any]:
@@ -463,6 +500,19 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     return dst
 
 
+def _copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    """``copy_`` with either side on emu: the CPU's ``copy_`` between the aliases (casts, broadcasts, conjugates).
+
+    torch's own ``copy_`` hands a PrivateUse1 copy to ``_copy_from``, which
+    has no conjugate-aware kernel: torch's conjugate fallback resolves the
+    source first, by a copy, which comes back to ``_copy_from`` (a recursion
+    without end that killed the process for ``fft.hfft``).
+    """
+    d = to_cpu_alias(self) if self.device.type == DEVICE_TYPE else self
+    d.copy_(to_cpu_alias(src) if src.device.type == DEVICE_TYPE else src)
+    return self
+
+
 def _to_copy(self: torch.Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
              pin_memory: Any = None, non_blocking: bool = False, memory_format: Any = None) -> torch.Tensor:
     """``Tensor.to`` from ``emu`` (a copy): the CPU's ``_to_copy`` on the CPU alias, handed back to the device.
@@ -559,6 +609,7 @@ def register() -> EmuModule:
         impl.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
         impl.impl("empty_strided", empty_strided, "PrivateUse1")
         impl.impl("_copy_from", _copy_from, "PrivateUse1")
+        impl.impl("copy_", _copy_, "PrivateUse1")
         impl.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
         impl.impl("_to_copy", _to_copy, "PrivateUse1")
         impl.impl("resize_", _resize_, "PrivateUse1")
@@ -569,6 +620,9 @@ def register() -> EmuModule:
                      "_unsafe_view"):
             impl.impl(view, _redispatch_to_cpu(view), "PrivateUse1")
         impl.impl("scaled_dot_product_attention", _attention, "AutogradPrivateUse1")
+        from .rnn_cells import register_rnn_cells
+
+        register_rnn_cells(impl, "PrivateUse1", to_cpu_alias, to_emu)
         for name in _LOWER:
             impl.impl(name, _autocast_kernel(name, lower=True), "AutocastPrivateUse1")
         for name in _FP32:
@@ -576,6 +630,7 @@ def register() -> EmuModule:
         torch.storage._StorageBase.emu = _storage_to_emu  # type: ignore[attr-defined]
         torch.UntypedStorage.resize_ = _resize_storage(torch.UntypedStorage.resize_)  # type: ignore[method-assign]
         torch.serialization.register_package(5, _location_tag, _restore)  # torch.load onto emu, before torch's own
+        _pin_for_loaders()
         fallback = _fallback(module)
         for name in _cpu_kernels_over_composites():
             impl.impl(name, _through(fallback, _op(name)), "PrivateUse1")
@@ -629,6 +684,30 @@ def _resize_storage(resize: Callable[[Any, int], Any]) -> Callable[[Any, int], A
         return self
 
     return resize_
+
+
+def _pin_for_loaders() -> None:
+    """``DataLoader(pin_memory=True)`` while emu is torch's accelerator: the batches stay as they are.
+
+    The loader pins for the current accelerator, and torch asks the hooks'
+    ``getPinnedMemoryAllocator``, which torch's Python hooks cannot provide, so
+    the loader's pin-memory thread raised. emu's memory is host memory: there
+    is nothing to pin for, and the batch moves to the device by ``.to("emu")``
+    as any other. For any other device the loader pins as before.
+    """
+    from torch.utils.data._utils import pin_memory as loader_pinning
+
+    pin = loader_pinning.pin_memory
+    if getattr(pin, "_emu_skips", False):
+        return
+
+    def pin_memory(data: Any, device: Any = None) -> Any:
+        if torch.accelerator.current_accelerator() == torch.device(DEVICE_TYPE):
+            return data
+        return pin(data, device)
+
+    pin_memory._emu_skips = True  # type: ignore[attr-defined]
+    loader_pinning.pin_memory = pin_memory
 
 
 def _location_tag(storage: Any) -> str | None:

@@ -20,7 +20,9 @@ glue to :mod:`ezpz_example_emu.core` (facts, probe, pure policies):
 3. ``ezpz_amp_policy``: bf16 (fp16 with a grad scaler on request);
 4. ``ezpz_profiling``: CPU activity, ezpz's ranges, the device's allocation counters;
 5. ``ezpz_compile_policy``: ``aot_eager``; Inductor refused, with why;
-6. ``ezpz_before_init``: registers the ``emuccl`` backend with torch.distributed.
+6. ``ezpz_mesh_support``: the reduce operations emuccl lacks (gloo's ``PREMUL_SUM``, and any
+   ``EMUCCL_REFUSE_REDUCE_OPS`` names), so ``rt.shard`` reduces with SUM there;
+7. ``ezpz_before_init``: registers the ``emuccl`` backend with torch.distributed.
 
 No ``ezpz_step_boundary``: ``emu`` is eager, every kernel runs when called.
 
@@ -52,7 +54,7 @@ if TYPE_CHECKING:  # names for the annotations only: with `from __future__ impor
 
     from ezpz.compiling import CompilePolicy
     from ezpz.cuda_answers import CudaAnswers
-    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, ProfilingSupport, SetupPlan
+    from ezpz.decisions import AmpPolicy, BackendChoice, LifecycleAction, MeshSupport, ProfilingSupport, SetupPlan
     from ezpz.facts import DeviceCandidate, LaunchEnv, ProbeReport, TorchBuild
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "ezpz_amp_policy",
     "ezpz_before_init",
     "ezpz_compile_policy",
+    "ezpz_mesh_support",
     "ezpz_probe_devices",
     "ezpz_profiling",
     "ezpz_select_backend",
@@ -96,7 +99,11 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
         return None  # invisible unless asked for: doctor, plan() and device choice are as without this plugin
     from ezpz.facts import ProbeReport
 
-    facts = read_torch(requested_by)
+    import attrs
+
+    from ezpz_example_emu.core import read_refused
+
+    facts = attrs.evolve(read_torch(requested_by), refused_reduce_ops=read_refused(environ))
     why_not = rejection(facts)
     if why_not is not None:
         return ProbeReport.rejected(DEVICE_TYPE, VENDOR, why_not)
@@ -171,6 +178,19 @@ def ezpz_compile_policy(device: DeviceCandidate, build: TorchBuild) -> CompilePo
     from ezpz_example_emu.core import compile_options, device_label
 
     return choose_compile(compile_options(build), device=device_label(facts))
+
+
+@hookimpl
+def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: str) -> MeshSupport | None:
+    """The reduce operations emuccl lacks (gloo's, and ``EMUCCL_REFUSE_REDUCE_OPS``): ``rt.shard`` reduces with SUM."""
+    from ezpz.plugin_kit import facts_if_ours
+
+    facts = facts_if_ours(device, FACTS)
+    if facts is None:
+        return None
+    from ezpz_example_emu.core import BACKEND, mesh_support
+
+    return mesh_support(facts, build) if backend == BACKEND else None
 
 
 @hookimpl

@@ -27,6 +27,7 @@ def _backend_class() -> type:
         dist.ProcessGroup.__init__(self, rank, size)
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore(f"{BACKEND}/", store), rank, size, timeout)
         self._name = ""
+        self._refused = frozenset()  # emuccl's EMUCCL_REFUSE_REDUCE_OPS: nothing refused here
 
     kept = {k: v for k, v in vars(EmuCollectives).items()
             if k not in DROPPED and k not in ("__init__", "__dict__", "__weakref__")}

@@ -137,7 +137,8 @@ def ezpz_profiling(device: DeviceCandidate, build: TorchBuild) -> ProfilingSuppo
 
 @hookimpl
 def ezpz_mesh_support(device: DeviceCandidate, build: TorchBuild, backend: str) -> MeshSupport | None:
-    """xccl cannot split groups: DeviceMesh's groups by new_group (:func:`ezpz_xpu.policy.mesh_support`)."""
+    """xccl cannot split groups (DeviceMesh's groups by new_group); xccl and ccl lack AVG and PREMUL_SUM
+    (``rt.shard`` reduces with SUM): :func:`ezpz_xpu.policy.mesh_support`."""
     from ezpz.plugin_kit import facts_if_ours
 
     if facts_if_ours(device, FACTS) is None:

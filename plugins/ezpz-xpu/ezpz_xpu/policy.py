@@ -291,12 +291,37 @@ XCCL_NO_SPLIT_SOURCES = (
 )
 
 
+ONECCL_REDUCE_SOURCES = (
+    "https://github.com/pytorch/torchtitan/pull/2332",  # PREMUL_SUM crashes on XPU; disable_fsdp_gradient_division
+    "https://github.com/intel/torch-xpu-ops/pull/2903",  # oneCCL lacks PreMul_Sum beyond one node: multiply + SUM
+    "https://github.com/intel/torch-xpu-ops/issues/1571",  # "Cannot use ReduceOp.PREMUL_SUM with XCCL" (FSDP2 test)
+    "https://github.com/intel/torch-xpu-ops/issues/2361",  # FSDP2: "average operation is not supported for the
+    # scheduler path" (oneCCL coll_param.cpp)
+    "https://github.com/saforem2/ezpz/commit/42a69844567c8640c83c2973b4d5b39ba5374687",  # original v0.21.1: SUM on CCL/XPU
+)
+ONECCL_LACKS = frozenset({"AVG", "PREMUL_SUM"})
+
+
+def _reduce_ops_reason(backend: str) -> str:
+    return (f"{backend} runs oneCCL, which raises for PREMUL_SUM ('Cannot use ReduceOp.PREMUL_SUM with XCCL', "
+            "torch-xpu-ops#1571; across nodes even where a build has it, torch-xpu-ops#2903, torchtitan#2332) "
+            "and for AVG on its scheduler path ('average operation is not supported for the scheduler path', "
+            "torch-xpu-ops#2361); torchtitan and the original ezpz (v0.21.1) force SUM for FSDP2 on Aurora")
+
+
 def mesh_support(backend: str, torch_version: str) -> MeshSupport | None:
-    """XCCL cannot ``split_group``: mesh groups by ``new_group``. Other backends: torch's way (None)."""
-    if backend != "xccl":
+    """XCCL cannot ``split_group``: mesh groups by ``new_group``; XCCL and oneCCL (``ccl``) lack ``AVG`` and
+    ``PREMUL_SUM``, so ``rt.shard`` reduces with SUM. gloo: the core's answer (None here)."""
+    if backend not in ("xccl", "ccl"):
         return None
+    if backend == "ccl":
+        return MeshSupport(
+            unsupported_reduce_ops=ONECCL_LACKS, reduce_ops_reason=_reduce_ops_reason("ccl"),
+            sources=ONECCL_REDUCE_SOURCES,
+            reason=f"ccl (oneccl_bindings_for_pytorch) on torch {torch_version}: torch's own mesh groups")
     return MeshSupport(
-        split_group=False, sources=XCCL_NO_SPLIT_SOURCES,
+        split_group=False, sources=XCCL_NO_SPLIT_SOURCES + ONECCL_REDUCE_SOURCES,
+        unsupported_reduce_ops=ONECCL_LACKS, reduce_ops_reason=_reduce_ops_reason("xccl"),
         reason=(f"xccl on torch {torch_version}: ProcessGroupXCCL does not override Backend::supportsSplitting (it "
                 "inherits false; pytorch#186548, seen on torch 2.13), and DeviceMesh calls split_group for a "
                 "device-bound default group, which then raises 'its backend does not support splitting'; "

@@ -91,6 +91,37 @@ def test_recorded_xccl_builds_mesh_groups_with_new_group(intel) -> None:
     assert "https://github.com/pytorch/pytorch/issues/186548" in the_plan.mesh.sources
     assert "supportsSplitting" in the_plan.mesh.reason and "torch 2.13" in the_plan.mesh.reason
     assert "mesh groups by new_group" in explanation["sharding"].chosen
-    ccl_plan, _ = plan(TORCH_2_7_XPU, TWO_RANKS)  # ccl: nothing recorded, torch's own way
+    ccl_plan, _ = plan(TORCH_2_7_XPU, TWO_RANKS)  # ccl: no split recorded, torch's own way
     assert ccl_plan.backend.name == "ccl" and ccl_plan.mesh.split_group is None
-    assert "no plugin described device meshes for xpu" in ccl_plan.mesh.reason
+    assert "torch's own mesh groups" in ccl_plan.mesh.reason
+
+
+@pytest.mark.parametrize(("build", "backend"), [(TORCH_2_13_XPU, "xccl"), (TORCH_2_8_XPU, "xccl"),
+                                                (TORCH_2_7_XPU, "ccl")], ids=["2.13-xccl", "2.8-xccl", "2.7-ccl"])
+def test_recorded_oneccl_lacks_avg_and_premul_sum_so_rt_shard_reduces_with_sum(intel, build, backend) -> None:
+    """oneCCL/XCCL raise for PREMUL_SUM and AVG (torchtitan#2332, torch-xpu-ops#2903/#1571/#2361): FSDP2's
+    in-collective divide is taken out, SUM forced, divided once after; torchtitan's factor 1.0 is named and
+    rejected."""
+    intel(AURORA_FLAT, ccl=True)
+    the_plan, explanation = plan(build, TWO_RANKS)
+    assert the_plan.backend.name == backend
+    assert the_plan.mesh.unsupported_reduce_ops == {"AVG", "PREMUL_SUM"}
+    assert "https://github.com/pytorch/torchtitan/pull/2332" in the_plan.mesh.sources
+    assert "https://github.com/intel/torch-xpu-ops/pull/2903" in the_plan.mesh.sources
+    sharding = explanation["sharding"]
+    assert "SUM reductions, divided once after" in sharding.chosen
+    assert f"lacks AVG and PREMUL_SUM ({backend} runs oneCCL" in sharding.reason
+    assert "DDP's mean gradient" in sharding.reason
+    rejected = {a.name: a.reason for a in sharding.alternatives}
+    assert "world-size times DDP's gradients" in rejected["divide factor 1.0"]
+    assert sharding.details["unsupported_reduce_ops"] == ["AVG", "PREMUL_SUM"]
+
+
+def test_recorded_gloo_fallback_on_xpu_says_what_gloo_lacks(intel) -> None:
+    """torch 2.7 without the oneCCL bindings falls back to gloo: the core's gloo facts (AVG only from 2.8)."""
+    intel(AURORA_FLAT, ccl=False)
+    the_plan, explanation = plan(TORCH_2_7_XPU, TWO_RANKS)
+    assert the_plan.backend.name == "gloo"
+    assert the_plan.mesh.unsupported_reduce_ops == {"AVG", "PREMUL_SUM"}
+    assert "Cannot use ReduceOp.AVG with Gloo" in the_plan.mesh.reduce_ops_reason
+    assert "SUM reductions" in explanation["sharding"].chosen

@@ -52,6 +52,20 @@ def test_recorded_max1550_composite_each_card_is_a_device(intel) -> None:
     assert cand.total_memory[0] == 2 * 65520 * 2**20
 
 
+def test_recorded_composite_under_pals_takes_the_local_rank_from_pals_not_a_tile_count(intel) -> None:
+    """The original ezpz's #187 (v0.21.11): under COMPOSITE, `mpiexec -n 24 -ppn 6` rank 23 computed
+    23 % NGPU_PER_HOST(12) = 11 ("device index out of range [0, 6)"): it did not read PALS_LOCAL_RANKID. ezpz's
+    PALS detector reads it, and the device count is the driver's (6 cards), not a FLAT-mode constant."""
+    intel(AURORA_COMPOSITE)
+    pals = {"PALS_APID": "9d2f6c1e-4b7a-4c55-8f0e-1a2b3c4d5e6f", "PALS_RANKID": "23", "PALS_LOCAL_RANKID": "5",
+            "PALS_NODEID": "3", "PMI_RANK": "23", "PMI_SIZE": "24", "PMI_LOCAL_RANK": "5", "PMI_LOCAL_SIZE": "6",
+            "MASTER_ADDR": "x4102c5s0b0n0", "NGPU_PER_HOST": "12", "ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}
+    the_plan, _ = plan(TORCH_2_13_XPU, pals)
+    assert the_plan.launch.launcher == "pals" and the_plan.launch.local_rank == 5
+    assert the_plan.launch.sources["local_rank"] == "PALS_LOCAL_RANKID"
+    assert the_plan.device.torch_device == "xpu:5" and the_plan.device.candidate.count == 6
+
+
 def test_recorded_max1550_flat_affinity_mask_selects_tiles(intel) -> None:
     intel(AURORA_FLAT[:2])  # the driver shows 2 devices under the mask
     env = torchrun_env(rank=1, world=2, ZE_AFFINITY_MASK="4,5")
