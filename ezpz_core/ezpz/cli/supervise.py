@@ -14,7 +14,8 @@ with ``--min-nodes K``, once no spare is left, it drops them and runs on the
 healthy hosts left (K or more), setting ``EZPZ_WORLD_SHRANK`` on that attempt
 (``rt.explain()`` says the world shrank, from what to what, and why).
 ``--retries`` stops early when the failure cannot go away on the same hosts
-(:func:`ezpz.launch_drivers.retry.same_hosts_cannot_succeed`). Every stop after
+(:func:`ezpz.launch_drivers.retry.same_hosts_cannot_succeed`). An exit 0 that the ranks' markers contradict is
+``false_success`` (:mod:`ezpz.launch_drivers.false_success`): retried, else exit 1. Every stop after
 a failure names the first cause (the first attempt's failure).
 """
 
@@ -33,10 +34,12 @@ from typing import TYPE_CHECKING
 
 from ezpz.cli._util import err, jsonable
 from ezpz.errors import ConfigError
+from ezpz.failures.rank_markers import read_markers
 from ezpz.failures.record import read_failures, read_failures_verbose
 from ezpz.launch_drivers import LaunchPlan, load, prepare, select
 from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, split_allocation
 from ezpz.launch_drivers.attempt import AttemptResult, Interrupts, run_attempt
+from ezpz.launch_drivers.false_success import judge_markers
 from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
@@ -212,6 +215,7 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
     first_cause: str | None = None
     shrank: str | None = None
     dropped_all: tuple[str, ...] = ()
+    ezpz_seen = False  # a rank of this launch wrote a marker: the command uses ezpz (docs/failures.md)
     with Interrupts().installed() as stop:
         k = 0
         while True:
@@ -282,6 +286,13 @@ def supervise(args: argparse.Namespace, command: list[str], environ: Mapping[str
             else:
                 verdict = _judge(args, result, records, rank_hosts, plan, pool, signatures, prior_progress, k, limit,
                                  lost)
+            markers = read_markers(fdir)
+            ezpz_seen = ezpz_seen or markers.any
+            if verdict.outcome == "success":  # a launcher's exit 0 checked against the ranks' own markers
+                verdict = judge_markers(markers, plan.layout.n, known_ezpz=ezpz_seen or bool(getattr(
+                    args, "expect_ezpz", False)), attempts_left=limit - k, rank_hosts=rank_hosts,
+                    spares_left=len(pool.spares) if pool else 0) or verdict
+                status = 1 if verdict.outcome == "false_success" else status
             prior_progress = result.progress
             _say_verdict(k, verdict)
             if verdict.outcome != "success" and first_cause is None:
