@@ -152,3 +152,14 @@ def test_kill_all_nodes_inside_salloc_reaches_the_job_through_srun(tmp_path):
     assert len({line.split()[4] for line in listed if line.split()[4].isdigit()}) == 2, proc.stdout + proc.stderr
     assert f" {bystander} " not in proc.stdout.split("BYSTANDER ", 1)[1].split("LAUNCH_EXIT", 1)[0]
     assert "SIGTERM sent to" in proc.stdout and "LAUNCH_EXIT 143" in proc.stdout and "BYSTANDER_ALIVE" in proc.stdout
+
+
+def test_ezpz_submit_runs_a_two_rank_launch_and_names_its_output(tmp_path):
+    proc = subprocess.run([*EZPZ, "submit", "-N", "1", "-n", "2", "-t", "5", "--wait", "--", sys.executable, SCRIPT,
+                           "2"], env=env(), capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("job ", "output ")))
+    out = Path(lines.get("output", str(tmp_path / "none")))
+    text = out.read_text() if out.exists() else ""
+    assert proc.returncode == 0, proc.stdout + proc.stderr + text
+    assert lines["job"].isdigit() and out.parent == tmp_path / "ezpz-jobs", proc.stdout
+    check(rank_rows(text), 2, "slurm")

@@ -9,6 +9,7 @@ torch each guard must give the real answer where the name exists and its listed 
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -28,6 +29,7 @@ NOT_TORCH = {
     "_path": "importlib.metadata.PathDistribution's directory (ezpz.plugin_host.ep_cache)",
     "_replace": "a named tuple's public method",
     "_asdict": "a named tuple's public method",
+    "_fields": "a named tuple's public attribute (ezpz.testing.torch_db_samples tells a named tuple from a tuple)",
     "_send": "ezpz's own PMI client (ezpz.launch_env.pmi)",
     "_expect": "ezpz's own PMI client (ezpz.launch_env.pmi)",
     "_exit": "os._exit, the standard library's",
@@ -204,6 +206,9 @@ PRESENT: dict[str, Callable[[object], bool]] = {
     "torch.distributed._composable.fsdp": lambda g: _importable("torch.distributed._composable.fsdp"),
     "torch.xpu._is_compiled": lambda g: hasattr(getattr(torch, "xpu", None), "_is_compiled"),
     "torch.nn.Module._parameters": lambda g: hasattr(torch.nn.Linear(1, 1), "_parameters"),
+    "torch.utils._device._device_constructors": lambda g: hasattr(importlib.import_module("torch.utils._device"),
+                                                                  "_device_constructors"),
+    "torch.testing._internal": lambda g: _importable("torch.testing._internal"),
     "torch._C._cuda_getArchFlags": lambda g: hasattr(torch._C, "_cuda_getArchFlags"),
 }
 

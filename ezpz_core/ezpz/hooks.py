@@ -158,6 +158,7 @@ def setup(
     the_plan = hooks.watched(lambda: plan_setup(hooks, settings, env, build))  # one hand-off for all its hooks
     _log.set_rank(the_plan.launch.rank, all_ranks=settings.log_all_ranks)
     failures.install_for_setup(the_plan, settings, hooks.failure_signatures)  # from here on, an abnormal end leaves a record
+    _mark_started(the_plan, settings.failure_dir)  # `ezpz launch` counts the ranks that started and ended
     log = _log.get_logger("ezpz.setup")
     if the_plan.launch.ignored:  # stale RANK/WORLD_SIZE under a real launcher: said on every rank
         log.warning("launch_variables_ignored", launcher=the_plan.launch.launcher,
@@ -309,6 +310,20 @@ def _check_autocast(plan: SetupPlan) -> None:
         )
 
 
+def _mark_started(plan: SetupPlan, failure_dir: str | None) -> None:
+    """``started-<rank>`` in the attempt's failure directory (best-effort; see :mod:`ezpz.failures.rank_markers`)."""
+    if not failure_dir:
+        return
+    from ezpz.failures.rank_markers import mark_started
+    from ezpz.launch_env.rendezvous import this_host
+
+    try:
+        host = this_host(plan.launch)
+    except Exception:  # bookkeeping never stops setup()
+        host = "?"
+    mark_started(failure_dir, plan.launch.rank, host)
+
+
 def teardown() -> None:
     """Destroy the process group ezpz created (an adopted one is left to its owner); forget the runtime.
 
@@ -349,6 +364,9 @@ def teardown() -> None:
 
     stop_preemption()
     stop_capturing_failures()
+    markers = sys.modules.get("ezpz.failures.rank_markers")  # loaded by setup() only when a failure dir was set
+    if markers is not None:
+        markers.mark_ended()  # this rank got through teardown (also written at exit when teardown is never called)
     preempted = _runtime is not None and _runtime.preempted
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)

@@ -111,6 +111,9 @@ def add_supervision_flags(p: argparse.ArgumentParser) -> None:
                         "attempt (default: an excluded host is never taken again within the job)")
     g.add_argument("--max-failover-retries", type=_non_negative(int), default=10, metavar="N",
                    help="at most this many --auto-retry retries (default 10)")
+    g.add_argument("--expect-ezpz", action="store_true",
+                   help="the command calls ezpz's setup() on every rank: an exit 0 with ranks that never started is a "
+                        "failure (false_success) even when no rank left a marker (docs/failures.md)")
     g.add_argument("--job-dir", metavar="PATH",
                    help="where each attempt's log, failure records and verdict are kept "
                         "(default ./ezpz-jobs/<launch id>: the current directory, which ranks on every node can reach)")
@@ -118,7 +121,7 @@ def add_supervision_flags(p: argparse.ArgumentParser) -> None:
 
 def supervised(args: argparse.Namespace) -> bool:
     """Whether the run goes through the attempt loop (any supervision flag given)."""
-    return bool(args.timeout or args.retries or args.auto_retry or args.job_dir)
+    return bool(args.timeout or args.retries or args.auto_retry or args.job_dir or args.expect_ezpz)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

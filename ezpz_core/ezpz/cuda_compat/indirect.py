@@ -29,7 +29,9 @@ def install(c: Compat) -> None:
     import torch
     import torch.utils._device as device_mode
 
-    device_mode._device_constructors()  # built from torch's own factories, before .tensors replaces them
+    constructors = getattr(device_mode, "_device_constructors", None)  # see ezpz.primitives.torch_private
+    if constructors is not None:
+        constructors()  # built from torch's own factories, before .tensors replaces them
     devices, scope, patches = c.devices, c.scope, c.patches
     asks = devices.asks_cuda
     getframe = sys._getframe

@@ -41,6 +41,9 @@ stuck                 this and the previous attempt never reached a step    stop
 hang                  the watchdog ended it, no host named                  retry on the same hosts
 unknown               failed, nothing names a host                          retry on the same hosts
 limit                 ``--max-failover-retries`` attempts used              stop
+false_success         status 0, but the ranks' markers say some never       retry; exit 1 when final
+                      started or never ended (checked after this policy,
+                      :mod:`ezpz.launch_drivers.false_success`)
 ====================  ====================================================  ===========================
 """
 
@@ -61,7 +64,7 @@ __all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classi
            "same_hosts_cannot_succeed"]
 
 OUTCOMES = ("success", "preempted", "interrupted", "code_error", "launcher_config", "bad_host", "shrink", "exhausted",
-            "walltime", "stuck", "hang", "unknown", "limit")
+            "walltime", "stuck", "hang", "unknown", "limit", "false_success")
 WALLTIME_STATUS = 143
 
 

@@ -14,7 +14,8 @@ with ``--min-nodes K``, once no spare is left, it drops them and runs on the
 healthy hosts left (K or more), setting ``EZPZ_WORLD_SHRANK`` on that attempt
 (``rt.explain()`` says the world shrank, from what to what, and why).
 ``--retries`` stops early when the failure cannot go away on the same hosts
-(:func:`ezpz.launch_drivers.retry.same_hosts_cannot_succeed`). Every stop after
+(:func:`ezpz.launch_drivers.retry.same_hosts_cannot_succeed`). An exit 0 that the ranks' markers contradict is
+``false_success`` (:mod:`ezpz.launch_drivers.false_success`): retried, else exit 1. Every stop after
 a failure names the first cause (the first attempt's failure).
 
 :class:`SupervisionOptions` holds the flags, each under its flag's name (``--min-nodes`` is ``min_nodes``);
@@ -38,11 +39,13 @@ from typing import IO
 import attrs
 
 from ezpz.errors import ConfigError
+from ezpz.failures.rank_markers import read_markers
 from ezpz.failures.record import FailureRecord, read_failures, read_failures_verbose
 from ezpz.failures.signatures import FailureSignature
 from ezpz.launch_drivers import DeviceSlots, LaunchPlan, load, prepare, select
 from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, split_allocation
 from ezpz.launch_drivers.attempt import AttemptResult, Interrupts, run_attempt
+from ezpz.launch_drivers.false_success import judge_markers
 from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
@@ -97,6 +100,7 @@ class SupervisionOptions:
     min_nodes: int | None = None
     readmit: bool = False
     max_failover_retries: int = 10
+    expect_ezpz: bool = False
     job_dir: str | None = None
 
     @classmethod
@@ -141,6 +145,7 @@ class Supervisor:
         self.first_cause: str | None = None
         self.shrank: str | None = None  # why the world is smaller than it began (--min-nodes), once it is
         self.dropped_all: tuple[str, ...] = ()
+        self.ezpz_seen = False  # a rank of this launch wrote a marker: the command uses ezpz (docs/failures.md)
 
     # -- the loop ------------------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -248,6 +253,13 @@ class Supervisor:
             verdict = follower.replace
         else:
             verdict = self._judge(result, records, rank_hosts, plan)
+        markers = read_markers(fdir)
+        self.ezpz_seen = self.ezpz_seen or markers.any
+        if verdict.outcome == "success":  # a launcher's exit 0 checked against the ranks' own markers
+            verdict = judge_markers(markers, plan.layout.n, known_ezpz=self.ezpz_seen or o.expect_ezpz,
+                                    attempts_left=o.limit - k, rank_hosts=rank_hosts,
+                                    spares_left=len(self.pool.spares) if self.pool else 0) or verdict
+            self.status = 1 if verdict.outcome == "false_success" else self.status
         self.prior_progress = result.progress
         self._say_verdict(verdict)
         if verdict.outcome != "success" and self.first_cause is None:

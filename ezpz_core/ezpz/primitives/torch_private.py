@@ -66,6 +66,18 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "without it the re-tie cannot run: weights tied across modules (nanoGPT's wte/lm_head) train apart on "
         "such a device, and the losses differ from CUDA's"),
     PrivateName(
+        "torch.utils._device._device_constructors", ("ezpz_core/ezpz/cuda_compat/indirect.py",),
+        "python -m ezpz.cuda_compat builds torch's cached list of factory functions (the ones `with "
+        "torch.device(...)` and set_default_device act on) from torch's own factories before it replaces them, "
+        "and replaces torch's DeviceContext, so a default CUDA device from the user's code reaches the chosen one",
+        "without it the list is not pre-built; a torch that has no such list has no such cache to go stale"),
+    PrivateName(
+        "torch.testing._internal", ("ezpz_core/ezpz/testing/torch_db_samples.py",),
+        "check_plugin(ops=True) runs torch's own test databases (op_db, module_db) on a plugin's device: the "
+        "samples torch's own device tests use",
+        "the databases part of the kit is reported as not run, naming the missing module (torch builds without "
+        "its test package)"),
+    PrivateName(
         "torch.autograd.profiler._is_profiler_enabled", (_HERE,),
         "whether a torch profiler is recording, so Runtime.range() opens a record_function only then and is a "
         "no-op otherwise (torch has no public 'is a profiler running')",
