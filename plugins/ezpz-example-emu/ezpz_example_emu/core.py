@@ -33,7 +33,6 @@ __all__ = [
     "emu_candidate",
     "mesh_support",
     "precision_options",
-    "read_refused",
     "read_request",
     "read_torch",
 ]
@@ -98,17 +97,6 @@ def read_torch(requested_by: str) -> EmuFacts:
         owner = "" if name in ("privateuseone", DEVICE_TYPE) else name
     return EmuFacts(requested_by=requested_by, torch_version=torch.__version__.split("+")[0],
                     python_backend=python_backend, privateuse1_owner=owner)
-
-
-def read_refused(environ: Mapping[str, str]) -> frozenset[str]:
-    """What ``EMUCCL_REFUSE_REDUCE_OPS`` has emuccl refuse; a name that is no ``ReduceOp`` raises ConfigError."""
-    from ezpz_example_emu.collectives import REFUSE_VAR, refused_reduce_ops
-
-    try:
-        return refused_reduce_ops(environ)
-    except ValueError as err:
-        raise ConfigError(name=REFUSE_VAR, value=environ.get(REFUSE_VAR), expected="ReduceOp names, comma-separated",
-                          fix=f"{err}") from None
 
 
 def rejection(facts: EmuFacts) -> str | None:

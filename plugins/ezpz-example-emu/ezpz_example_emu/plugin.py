@@ -101,9 +101,7 @@ def ezpz_probe_devices(build: TorchBuild, environ: Mapping[str, str]) -> ProbeRe
 
     import attrs
 
-    from ezpz_example_emu.core import read_refused
-
-    facts = attrs.evolve(read_torch(requested_by), refused_reduce_ops=read_refused(environ))
+    facts = attrs.evolve(read_torch(requested_by), refused_reduce_ops=_read_refused(environ))
     why_not = rejection(facts)
     if why_not is not None:
         return ProbeReport.rejected(DEVICE_TYPE, VENDOR, why_not)
@@ -254,3 +252,16 @@ def ezpz_cuda_answers(device: DeviceCandidate, build: TorchBuild, backend: str) 
         properties={"name": "emu (example device emulated on the CPU)"},
         streams=False, events=False, graphs=False, pinned_memory=False, missing_reduce_ops=("AVG",),
     )
+
+
+def _read_refused(environ: Mapping[str, str]) -> frozenset[str]:
+    """What ``EMUCCL_REFUSE_REDUCE_OPS`` has emuccl refuse; a name that is no ``ReduceOp`` raises ConfigError."""
+    from ezpz.errors import ConfigError
+
+    from ezpz_example_emu.collectives import REFUSE_VAR, refused_reduce_ops
+
+    try:
+        return refused_reduce_ops(environ)
+    except ValueError as err:
+        raise ConfigError(name=REFUSE_VAR, value=environ.get(REFUSE_VAR), expected="ReduceOp names, comma-separated",
+                          fix=f"{err}") from None
