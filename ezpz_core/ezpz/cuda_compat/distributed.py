@@ -4,8 +4,8 @@
 script's ``init_process_group`` adopts it instead of making a second one, and its
 ``destroy_process_group`` leaves it to ``teardown()`` at exit. A single-process script that makes a group
 anyway gets the chosen backend. ``all_reduce(op=ReduceOp.AVG)`` on a backend without AVG (gloo) reduces
-with SUM and divides by the group's size. ``DistributedDataParallel(device_ids=[...])`` takes the device
-from the module's parameters, as DDP does for any single-device module.
+with SUM and divides by the group's size. ``DistributedDataParallel(device_ids=[...])`` gets this rank's device (so DDP moves
+the forward's inputs there, as on CUDA), or none on the CPU, where DDP takes none.
 """
 
 from __future__ import annotations
@@ -89,9 +89,24 @@ def install(c: Compat) -> None:
 
     def ddp_devices(site: Site, this: Any, module: Any, device_ids: Any = None, output_device: Any = None,
                     *args: Any, **kwargs: Any) -> None:
-        site.note(f"DistributedDataParallel(device_ids={device_ids!r})",
-                  f"DistributedDataParallel(device_ids=None): the module's own device ({c.target})", "same")
+        asked = f"DistributedDataParallel(device_ids={device_ids!r})"
+        held = {p.device for p in module.parameters()}
+        target = held.pop() if len(held) == 1 else torch.device("cpu")
+        if target.type != "cpu" and target.index is not None:
+            try:  # as device_ids=[i] on CUDA: DDP moves the forward's inputs to the module's device
+                ddp_init(this, module, [target], target, *args, **kwargs)
+            except (ValueError, RuntimeError, AssertionError) as refused:
+                site.note(asked, f"DistributedDataParallel(device_ids=None): DDP refused [{str(target)!r}] "
+                                 f"({type(refused).__name__}: {refused}); forward inputs are not moved", "different")
+            else:
+                site.note(asked, f"DistributedDataParallel(device_ids=[{str(target)!r}]): the module's device; "
+                                 "DDP moves the forward's inputs there, as on CUDA", "same")
+                return None
+        else:
+            site.note(asked, f"DistributedDataParallel(device_ids=None): the module's own device ({c.target}); "
+                             "DDP takes device_ids only for one accelerator device", "same")
         ddp_init(this, module, None, None, *args, **kwargs)
+        return None
 
     patches.replace(ddp, "__init__", scoped(scope, ddp_init, ddp_devices, asks_devices))
 
