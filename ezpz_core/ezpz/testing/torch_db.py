@@ -49,7 +49,8 @@ _READY_S = 300.0  # a worker imports torch, ezpz, the plugin and torch's databas
 
 
 def missing_test_dependencies() -> list[str]:
-    """Which of :data:`TEST_DEPENDENCIES` cannot be imported here (the ``kit`` extra adds them: ``pip install -c constraints.txt --find-links dist 'ezpz[kit]'``)."""
+    """Which of :data:`TEST_DEPENDENCIES` cannot be imported here (the ``kit`` extra adds them:
+    ``pip install -c constraints.txt --find-links dist 'ezpz[kit]'``)."""
     return [m for m in TEST_DEPENDENCIES if importlib.util.find_spec(m) is None]
 
 
@@ -206,7 +207,8 @@ def run_torch_db(
     missing = missing_test_dependencies()
     if missing:
         return TorchDbReport(plugin=plugin, device="", seconds=0.0, results=(), error=(
-            f"torch's test databases need {', '.join(missing)}, not importable here: pip install -c constraints.txt --find-links dist 'ezpz[kit]' (or pip install expecttest)"))
+            f"torch's test databases need {', '.join(missing)}, not importable here: pip install -c constraints.txt "
+            "--find-links dist 'ezpz[kit]' (or pip install expecttest)"))
     env = {**os.environ, **(environ or {})}
     events: queue.Queue[Any] = queue.Queue()
     results: list[dict[str, Any]] = []
