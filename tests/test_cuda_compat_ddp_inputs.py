@@ -9,6 +9,7 @@ tensor and an emu one. On the CPU, DDP takes no ``device_ids`` and the inputs ar
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -27,8 +28,9 @@ def test_ddp_moves_host_inputs_to_emu_as_on_cuda(tmp_path):
          "-m", "ezpz.cuda_compat", str(SCRIPT)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env=clean_env(EZPZ_DEVICE="emu", EZPZ_CUDA_COMPAT_DIR=str(tmp_path / "report")))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    lines = [line.split() for line in proc.stdout.splitlines() if line.startswith("rank ")]
-    assert len(lines) == 6 and {line[3] for line in lines} == {"emu"}, proc.stdout
+    # The two ranks print to one pipe, so their lines may interleave: read the records, not the lines.
+    lines = re.findall(r"rank (\d) output (\S+) loss ([0-9.]+)", proc.stdout)
+    assert len(lines) == 6 and {line[1] for line in lines} == {"emu"}, proc.stdout
     for rank in (0, 1):
         rows = {r["call"]: r for r in json.loads((tmp_path / "report" / f"rank-{rank}.json").read_text())["sites"]}
         row = rows[f"DistributedDataParallel(device_ids=[{rank}])"]

@@ -62,9 +62,12 @@ def test_cuda_devices_reach_emu_however_they_flow(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     out = last_json(proc.stdout)
     generator = out.pop("generator")
+    library = out.pop("library")
     assert out == {"linear": "emu", "modules": ["emu"], "context": ["emu"] * 3, "after_context": "cpu",
-                   "default": ["emu", "emu"], "after_default": "cpu", "module": True, "block": "emu",
-                   "library": "AssertionError"}
+                   "default": ["emu", "emu"], "after_default": "cpu", "module": True, "block": "emu"}
+    # The library gets torch's own refusal, never an emu (or CPU) tensor: a CPU build of torch asserts "Torch not
+    # compiled with CUDA enabled", a CUDA build without a GPU raises RuntimeError (no driver).
+    assert library in ("AssertionError", "RuntimeError"), library
     assert generator == "made" or generator.startswith(f"{script}:") and "torch.Generator(device='cuda')" in generator
     rows = json.loads((tmp_path / "report" / "rank-0.json").read_text())["sites"]
     calls = {(r["line"], r["call"]) for r in rows}
