@@ -31,7 +31,7 @@ MEMORY_CALLS: dict[str, Any] = {
 def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
     import torch
 
-    accelerator, module, devices, rt, name = torch.accelerator, c.module, c.devices, c.rt, c.target
+    accelerator, devices, rt, name = torch.accelerator, c.devices, c.rt, c.target
     kind = devices.type
     count = max(devices.count, devices.local_world_size)
     view = {"index": devices.local_rank if devices.local_world_size > 1 else (devices.target.index or 0)}
@@ -63,7 +63,7 @@ def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
         """Make ``device`` (an index, or the chosen type with one) current; the device it became."""
         index = device if isinstance(device, int) else torch.device(device).index
         target = devices.device(index) if isinstance(index, int) else devices.target
-        setter = getattr(module, "set_device", None) if module is not None else None
+        setter = c.module_attr("set_device")
         if setter is not None and target.index is not None:
             setter(target)
         if isinstance(index, int):
@@ -95,16 +95,6 @@ def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
         rt.synchronize()
         site.note("torch.accelerator.synchronize()", f"rt.synchronize() on {name}", "same")
 
-    def memory(call: str, empty: Any) -> Callable[..., Any]:
-        def stat(site: Site, *args: Any, **kwargs: Any) -> Any:
-            fn = getattr(module, call, None) if module is not None else None
-            if fn is not None:
-                site.note(f"torch.accelerator.{call}()", f"{name}'s {call}", "same")
-                return fn()
-            site.note(f"torch.accelerator.{call}()", f"{empty!r}: {name} keeps no such counter", "none")
-            return empty
-        return stat
-
     answer("is_available", is_available)
     answer("current_accelerator", current)
     answer("device_count", device_count)
@@ -114,7 +104,7 @@ def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
     answer("set_device_idx", set_index("set_device_idx"))
     answer("synchronize", synchronize)
     for call, empty in MEMORY_CALLS.items():
-        answer(call, memory(call, empty))
+        answer(call, c.memory_counter(f"torch.accelerator.{call}", call, empty))
     answer("device_index", device_index)  # a class torch uses only as ``with device_index(i):``
     _install_backend(c)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ezpz.cuda_answers import CudaAnswers
 from ezpz.cuda_compat.devices import DeviceMap
 from ezpz.cuda_compat.patching import Patches
-from ezpz.cuda_compat.scope import Scope
+from ezpz.cuda_compat.scope import Scope, Site
 from ezpz.primitives.device_module import device_module
 
 if TYPE_CHECKING:
@@ -36,3 +37,21 @@ class Compat:
     @property
     def target(self) -> str:
         return self.devices.name
+
+    def module_attr(self, name: str) -> Any:
+        """``name`` of the chosen device's torch module (``torch.xpu.memory_allocated``), None where it has none."""
+        return getattr(self.module, name, None) if self.module is not None else None
+
+    def memory_counter(self, api: str, call: str, empty: Any) -> Callable[..., Any]:
+        """A front for a memory counter (``torch.cuda.memory_allocated``, ``torch.accelerator.max_memory_allocated``,
+        named ``api``): the device module's ``call``, else ``empty``, reported either way."""
+
+        def stat(site: Site, *args: Any, **kwargs: Any) -> Any:
+            fn = self.module_attr(call)
+            if fn is not None:
+                site.note(f"{api}()", f"{self.target}'s {call}", "same")
+                return fn()
+            site.note(f"{api}()", f"{empty!r}: {self.target} keeps no such counter", "none")
+            return empty
+
+        return stat

@@ -74,11 +74,10 @@ class _WallEvent:
 def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
     import torch
 
-    cuda, module, rt, answers, name = torch.cuda, c.module, c.rt, c.answers, c.target
+    cuda, rt, answers, name = torch.cuda, c.rt, c.answers, c.target
     index = rt.device.index if rt.device.index is not None else 0
 
-    def mod(attr_name: str) -> Any:
-        return getattr(module, attr_name, None) if module is not None else None
+    mod = c.module_attr
 
     def answer(call: str, fn: Callable[..., Any]) -> None:
         original = getattr(cuda, call, None)
@@ -122,16 +121,6 @@ def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
             else:
                 site.note(f"torch.cuda.{call}()", f"nothing: {name} draws from torch.manual_seed's generator", "none")
         return seed
-
-    def memory(call: str, empty: Any) -> Callable[..., Any]:
-        def stat(site: Site, *args: Any, **kwargs: Any) -> Any:
-            fn = mod(call)
-            if fn is not None:
-                site.note(f"torch.cuda.{call}()", f"{name}'s {call}", "same")
-                return fn()
-            site.note(f"torch.cuda.{call}()", f"{empty!r}: {name} keeps no such counter", "none")
-            return empty
-        return stat
 
     def capability(site: Site, device: Any = None) -> tuple[int, int]:
         if answers.capability is not None:
@@ -214,7 +203,7 @@ def install(c: Compat) -> None:  # noqa: C901 - one table of small answers
     for call in ("manual_seed", "manual_seed_all"):
         answer(call, seeding(call))
     for call, empty in MEMORY_CALLS.items():
-        answer(call, memory(call, empty))
+        answer(call, c.memory_counter(f"torch.cuda.{call}", call, empty))
     answer("get_device_capability", capability)
     answer("get_device_properties", properties)
     answer("get_device_name", device_name)
