@@ -68,6 +68,11 @@ make_venv() {
 
 # install_core VENV: the core from its wheel file (never an index's unrelated "ezpz"), its dependencies from PyPI.
 install_core() {
+  # Only the core beside torch: a prepared venv of the core suite's torch also holds the plugins (editable), which
+  # the wheel's suite must not see; core_suite installs them again.
+  local others
+  others=$("$1/bin/python" -m pip list --format=freeze 2>/dev/null | sed -n 's/^\(ezpz-[A-Za-z0-9_.-]*\)==.*/\1/p')
+  if [ -n "$others" ]; then PIP_CONFIG_FILE=/dev/null "$1/bin/python" -m pip uninstall -q -y $others; fi
   vpip "$1" install -q --force-reinstall --no-deps "$DIST"/ezpz-[0-9]*.whl
   vpip "$1" install -q "$DIST"/ezpz-[0-9]*.whl
 }
@@ -103,20 +108,29 @@ run_suite() {
   return $rc
 }
 
-# core_suite VENV TORCH: the core suite (tests/), installed as scripts/test.sh installs it (the core and plugins
-# editable, the test tools, DeepSpeed, Lightning, accelerate, Ray) but with VENV's torch. Run on the newest torch,
-# whose PyPI wheel is a CUDA build: the suite on a CUDA build of torch without a GPU, which CI's pinned CPU build
-# does not show. The netns and slurm tests are left out (launcher and network plumbing, run on the pinned torch), and
-# so are tests/test_torch_compat.py and test_torch_private.py: run_suite has just run them on this same torch, from
-# the core's wheel (the stronger check); a second run from the editable install would tell nothing new (docs/ci.md).
-core_suite() {
-  local venv=$1 torch=$2 start=$SECONDS rc=0
-  echo; echo "=== the core suite on torch $torch ($venv) ==="
+# suite_installs VENV: what scripts/test.sh installs for the core suite (the core and plugins editable, the test
+# tools, DeepSpeed, Lightning, accelerate, Ray, mpi4py), into VENV beside VENV's torch; nothing run. Part of the
+# prepare, so the core suite below starts at once (a second call only checks what is there).
+suite_installs() {
   # PIP_CONSTRAINT=/dev/null: a machine's global pip constraints file may cap torch below this one; test.sh's
   # installs and the tests' own pip runs (a tutorial's venv that sees this torch) must not trip on it.
-  PIP_CONSTRAINT=/dev/null EZPZ_TEST_VENV="$venv" EZPZ_TEST_PINS="$venv/pins.txt" \
-    bash scripts/test.sh tests -q -ra -n 2 --dist loadgroup -m "not netns and not slurm" \
-    --ignore tests/test_torch_compat.py --ignore tests/test_torch_private.py || rc=$?
+  PIP_CONSTRAINT=/dev/null EZPZ_INSTALL_ONLY=1 EZPZ_TEST_VENV="$1" EZPZ_TEST_PINS="$1/pins.txt" bash scripts/test.sh
+}
+
+# core_suite VENV TORCH: the core suite (tests/) on the newest torch, whose PyPI wheel is a CUDA build, with the
+# one-GPU stand-in installed (scripts/standin-suite.sh): a host as a GPU workstation's user has it (a CUDA build of
+# torch, a discrete accelerator found by a plugin), where CI's first pass is the pinned CPU build with none. One
+# pass for both questions (docs/ci.md): a test that does not touch the host (no plugin host, hook, process or
+# distribution listing: tests/host_touch.py) cannot see the stand-in, so it runs here as on a plain CUDA build; one
+# that does sees both the newest torch and the accelerator. The CUDA build with no accelerator found is what
+# run_suite has just run from the core's wheel. Left out: the slurm tests (launcher plumbing, run on the pinned
+# torch), and tests/test_torch_compat.py and test_torch_private.py, which run_suite ran on this torch from the wheel.
+core_suite() {
+  local venv=$1 torch=$2 start=$SECONDS rc=0
+  echo; echo "=== the core suite on torch $torch ($venv) with the one-GPU stand-in ==="
+  suite_installs "$venv" || return 1
+  local ignore=(--ignore tests/test_torch_compat.py --ignore tests/test_torch_private.py)
+  PIP_CONSTRAINT=/dev/null PY="$venv/bin/python" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"     bash scripts/standin-suite.sh --then-netns tests -q -ra -n 2 --dist loadgroup -m "not netns and not slurm"     "${ignore[@]}" || rc=$?
   echo "--- torch $torch: core suite exit $rc in $((SECONDS - start)) s"
   return $rc
 }
@@ -143,6 +157,7 @@ prepare_torch() {
   echo "=== torch $torch: preparing venv $venv ==="
   make_venv "$venv" "torch==$torch"
   try_deepspeed "$venv"
+  if [ "$torch" = "$CORE_SUITE_ON" ]; then suite_installs "$venv"; fi
 }
 
 if [ "$PREPARE" = 1 ]; then

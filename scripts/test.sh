@@ -9,6 +9,7 @@
 #   EZPZ_TEST_PINS=pins.txt bash scripts/test.sh # pins (torch==...) for that venv other than constraints.txt
 #   bash scripts/test.sh tests/test_setup.py -x  # install as always, then only this pytest run
 #   EZPZ_NO_PREPARE=1 bash scripts/test.sh      # the compat/XLA venvs made when their suites run, not in the background
+#   EZPZ_INSTALL_ONLY=1 bash scripts/test.sh    # the venv and its installs only, no test run
 #
 # Everything is installed into .venv-test/ (git-ignored; created on the first run with ${PYTHON:-python3} -m venv,
 # reused after), never into the Python or venv you run this from: your `pip list` stays as it was.
@@ -16,15 +17,15 @@
 # MPICH (mpich, libmpich-dev: mpi4py is built against it), iproute2 (network-namespace tests) and a live Slurm
 # (bash scripts/slurm.sh start). Tests that need a missing one skip, saying why (outside CI).
 #
-# 1. editable installs of the core and all plugins into .venv-test/: the core suite, the core suite again on a
-#    stand-in for a one-GPU host (only the tests that can depend on the host: tests/host_touch.py), each plugin's
-#    suite, the docs build;
+# 1. editable installs of the core and all plugins into .venv-test/: the core suite, each plugin's suite, the docs
+#    build;
 # 2. wheels of all six distributions built once (scripts/build-dists.sh), installed NOT editable into one
 #    fresh venv: `ezpz doctor` and `ezpz plugins` on the core alone, then each plugin in turn installed
 #    beside the core only (its wheel added, checked, its suite run, removed again), so a file missing from
 #    a wheel or a wrong packages.find shows up here and not on a user's machine;
 # 3. the compatibility suite (scripts/compat.sh): the core's wheel from step 2 on the oldest torch the core declares
-#    and on the newest, each in a venv of its own made and deleted there (tests/test_torch_compat.py);
+#    and on the newest, each in a venv of its own made and deleted there (tests/test_torch_compat.py); then the core
+#    suite on the newest torch (a CUDA build) with a stand-in for a one-GPU host (scripts/standin-suite.sh);
 # 4. ezpz-tpu's suite on XLA's CPU runtime (scripts/xla-suite.sh).
 # The venvs of 3 and 4 (GBs of downloads) are made in the background while 1 and 2 run, where the disk has room
 # (EZPZ_NO_PREPARE=1: not); the network-namespace tests, whose failover bounds are timed, run once that is done.
@@ -106,6 +107,7 @@ run() {
 }
 ROOT=$(pwd)
 
+if [ "${EZPZ_INSTALL_ONLY:-0}" = 1 ]; then trap - EXIT; exit 0; fi  # the installs only (scripts/compat.sh's prepare)
 if [ $# -gt 0 ]; then  # a subset: the same venv and installs, then only the pytest run asked for
   trap - EXIT
   exec $PY -m pytest "$@"
@@ -153,8 +155,10 @@ prepared() {
   fi
   row $((SECONDS - t)) "$([ $rc = 0 ] && echo ok || echo failed)" "waited for the background prepare ($(sed -n 's/^=== prepare exit .* in \(.*\) ===$/\1/p' "$prep/prepare.log") in all)"
 }
-# The core pass records which tests could depend on the host (tests/host_touch.py); the stand-in pass reruns those.
+# The one-GPU stand-in pass: in scripts/compat.sh on the newest torch; here (on the pinned torch, the tests the core
+# pass records as touching the host: tests/host_touch.py) only when the compatibility suite does not run.
 HOST_RECORD="$prep/host-touch"
+standin_here=$([ "$want_compat" = 1 ] || echo 1)
 
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   # The import contracts in pyproject.toml: layers, launch detection apart from launch driving, no core -> original.
@@ -168,12 +172,15 @@ if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   done
   # Two workers (pytest-xdist); the tests that make network-namespace nodes run later (below), one at a time: their
   # failover bounds are timed against an uninterrupted run, which a test on the other worker or a download would slow.
-  run --as "core suite (not netns), recording which tests touch the host" \
-    env EZPZ_TEST_HOST_RECORD="$HOST_RECORD" $PY -m pytest tests -q -ra -n 2 --dist loadgroup -m "not netns"
-  # The core suite again on a stand-in for a one-GPU host: the tests the record shows could depend on the host.
-  run --as "stand-in for a one-GPU host (not netns): the tests that touched the host" \
-    env PY="$PY" EZPZ_TEST_HOST_ONLY="$HOST_RECORD" \
-    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup -m "not netns"
+  # The one-GPU stand-in pass runs in scripts/compat.sh, on the newest torch (docs/ci.md); without it (EZPZ_SKIP_COMPAT=1)
+  # it runs here, after this pass, on the tests this pass records as touching the host (tests/host_touch.py).
+  run --as "core suite (not netns)" \
+    env ${standin_here:+EZPZ_TEST_HOST_RECORD="$HOST_RECORD"} $PY -m pytest tests -q -ra -n 2 --dist loadgroup -m "not netns"
+  if [ -n "$standin_here" ]; then
+    run --as "stand-in for a one-GPU host (not netns): the tests that touched the host" \
+      env PY="$PY" EZPZ_TEST_HOST_ONLY="$HOST_RECORD" \
+      bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup -m "not netns"
+  fi
   for p in "${present[@]}"; do
     run --as "$(basename "$p") suite (editable, all plugins installed together)" $PY -m pytest "$p/tests" -q -ra
   done
@@ -219,17 +226,19 @@ fi
 
 prepared  # nothing in the background from here on
 if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
-  # The network-namespace nodes, one at a time, on an otherwise idle machine; then those on the stand-in.
-  run --as "core suite (netns), recording" \
-    env EZPZ_TEST_HOST_RECORD="$HOST_RECORD" $PY -m pytest tests -q -ra -m netns
-  run --as "stand-in for a one-GPU host (netns): the tests that touched the host" \
-    env PY="$PY" EZPZ_TEST_HOST_ONLY="$HOST_RECORD" bash scripts/standin-suite.sh tests -q -ra -m netns
+  # The network-namespace nodes, one at a time, on an otherwise idle machine (then on the stand-in, when it runs here).
+  run --as "core suite (netns)" \
+    env ${standin_here:+EZPZ_TEST_HOST_RECORD="$HOST_RECORD"} $PY -m pytest tests -q -ra -m netns
+  if [ -n "$standin_here" ]; then
+    run --as "stand-in for a one-GPU host (netns): the tests that touched the host" \
+      env PY="$PY" EZPZ_TEST_HOST_ONLY="$HOST_RECORD" bash scripts/standin-suite.sh tests -q -ra -m netns
+  fi
 fi
 
 if [ "$want_compat" = 1 ]; then
   # The wheels step 2 built, if it ran; compat.sh builds its own otherwise. The venvs prepared above, if any
   # (deleted after); else compat.sh makes and deletes its own.
-  run --as "scripts/compat.sh: torch 2.4.1 and 2.15.0 (the core wheel; the core suite on 2.15.0)" \
+  run --as "scripts/compat.sh: torch 2.4.1 and 2.15.0 (the core wheel; the core suite on 2.15.0 with the one-GPU stand-in)" \
     env EZPZ_COMPAT_DIST="${dist:-}" EZPZ_COMPAT_VENVS="$COMPAT_VENVS" bash scripts/compat.sh
   if [ -n "$COMPAT_VENVS" ]; then rm -rf "$COMPAT_VENVS"; fi
 fi
