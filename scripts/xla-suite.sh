@@ -27,7 +27,8 @@ MARK="$VENV/.ezpz-torch-xla-$TORCH-$TORCH_XLA"
 if [ ! -f "$MARK" ]; then
   echo "=== installing torch==$TORCH torch-xla==$TORCH_XLA (once per venv) ==="
   start=$(date +%s)
-  PIP_CONFIG_FILE=/dev/null "$PY" -m pip install -q "${CERT_ARGS[@]}" "torch==$TORCH" "torch-xla==$TORCH_XLA"
+  # --no-compile: no bytecode for the thousands of modules at install (CPU beside the tests); a run compiles its own.
+  PIP_CONFIG_FILE=/dev/null "$PY" -m pip install -q --no-compile "${CERT_ARGS[@]}" "torch==$TORCH" "torch-xla==$TORCH_XLA"
   echo "=== torch + torch-xla installed in $(( $(date +%s) - start ))s; venv $(du -sh "$VENV" | cut -f1) ==="
   touch "$MARK"
 fi
@@ -35,13 +36,18 @@ if [ "${1:-}" = --prepare ]; then exit 0; fi
 
 DIST=$(mktemp -d)
 trap 'rm -rf "$DIST"' EXIT
-echo "=== building the core and ezpz-tpu wheels ==="
 "$PY" -m pip install -q "${CERT_ARGS[@]}" -c constraints.txt "setuptools>=68" build "pytest>=8"
-for d in . plugins/ezpz-tpu; do
-  log=$(mktemp)
-  "$PY" -m build --no-isolation --wheel --outdir "$DIST" "$d" >"$log" 2>&1 || { cat "$log"; echo "build failed: $d" >&2; exit 1; }
-  rm -rf "$d/build" "$log"
-done
+if [ -n "${EZPZ_XLA_DIST:-}" ] && ls "$EZPZ_XLA_DIST"/ezpz-[0-9]*.whl "$EZPZ_XLA_DIST"/ezpz_tpu-*.whl >/dev/null 2>&1; then
+  echo "=== the core and ezpz-tpu wheels from $EZPZ_XLA_DIST ==="  # scripts/test.sh's wheel stage built them
+  cp "$EZPZ_XLA_DIST"/ezpz-[0-9]*.whl "$EZPZ_XLA_DIST"/ezpz_tpu-*.whl "$DIST/"
+else
+  echo "=== building the core and ezpz-tpu wheels ==="
+  for d in . plugins/ezpz-tpu; do
+    log=$(mktemp)
+    "$PY" -m build --no-isolation --wheel --outdir "$DIST" "$d" >"$log" 2>&1 || { cat "$log"; echo "build failed: $d" >&2; exit 1; }
+    rm -rf "$d/build" "$log"
+  done
+fi
 # The wheels, not editable installs: the suite runs against what a user would install. --force-reinstall
 # --no-deps replaces any earlier ezpz (never torch: a forced reinstall with dependencies would fetch torch
 # again); the second install adds the core's small dependencies where missing, and keeps torch 2.9.0.
