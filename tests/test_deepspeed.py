@@ -144,9 +144,6 @@ def test_without_ezpz_deepspeed_guesses_and_warns():
 @needs_deepspeed
 @pytest.mark.launcher
 @pytest.mark.timeout(400)
-# One worker for both stages (pytest-xdist --dist loadgroup): DeepSpeed JIT-builds its shared-memory comm op on the
-# first run in a venv (about 40 s of CPU) and reuses it after; two runs at once would each build it.
-@pytest.mark.xdist_group("deepspeed-runs")
 @pytest.mark.parametrize("stage", [1, 2])
 def test_zero_step_through_rt_deepspeed_config_on_two_torchrun_ranks(stage):
     from test_real_launchers import free_port

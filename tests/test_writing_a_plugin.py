@@ -93,10 +93,6 @@ def _venv_seeing_this_environment(venv: Path) -> Path:
     Path(purelib, "zz-ezpz-test-parent.pth").write_text("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in ours) + "\n")
     return py
 
-# One worker for the module (pytest-xdist --dist loadgroup): the installed tutorial package below is built once, not
-# once on each worker (about 45 s each).
-pytestmark = pytest.mark.xdist_group("writing_a_plugin")
-
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str], dict[str, str]]:
