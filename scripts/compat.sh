@@ -71,8 +71,8 @@ make_venv() {
 
 # install_core VENV: the core from its wheel file (never an index's unrelated "ezpz"), its dependencies from PyPI.
 install_core() {
-  # Only the core beside torch: a prepared venv of the core suite's torch also holds the plugins (editable), which
-  # the wheel's suite must not see; core_suite installs them again.
+  # Only the core beside torch: a venv prepared for the core suite (a reused EZPZ_COMPAT_VENVS, then run with another
+  # EZPZ_COMPAT_CORE_SUITE) also holds the plugins, editable, which the wheel's suite must not see.
   local others
   others=$("$1/bin/python" -m pip list --format=freeze 2>/dev/null | sed -n 's/^\(ezpz-[A-Za-z0-9_.-]*\)==.*/\1/p')
   if [ -n "$others" ]; then PIP_CONFIG_FILE=/dev/null "$1/bin/python" -m pip uninstall -q -y $others; fi
@@ -152,8 +152,7 @@ check_torch() {
   echo; echo "=== torch $torch: venv $venv ==="
   make_venv "$venv" "torch==$torch"
   local rc=0
-  if [ "$torch" = "$CORE_SUITE_ON" ]; then
-    try_deepspeed "$venv"
+  if [ "$torch" = "$CORE_SUITE_ON" ]; then  # DeepSpeed comes with the suite's installs there (scripts/test.sh)
     core_suite "$venv" "$torch" || rc=1  # the compatibility modules among the rest (docs/ci.md)
   else
     install_core "$venv"
@@ -170,8 +169,7 @@ prepare_torch() {
   venv="$VENVS/torch-$torch"
   echo "=== torch $torch: preparing venv $venv ==="
   make_venv "$venv" "torch==$torch"
-  try_deepspeed "$venv"
-  if [ "$torch" = "$CORE_SUITE_ON" ]; then suite_installs "$venv"; fi
+  if [ "$torch" = "$CORE_SUITE_ON" ]; then suite_installs "$venv"; else try_deepspeed "$venv"; fi
 }
 
 if [ "$PREPARE" = 1 ]; then

@@ -5,7 +5,8 @@
 # Installs tests/plugins/one-gpu-standin (the test-only plugin ezpz-standin-gpu: the emu example device at a
 # discrete accelerator's priority, one per host, never shared by two ranks) into the tests' venv, runs the core
 # suite, and removes the plugin again, whatever the suite gave (a trap), so no other suite ever sees it.
-# Called by scripts/compat.sh on the newest torch (docs/ci.md), with that venv's python as PY (default: .venv-test's).
+# Called by scripts/compat.sh on the newest torch, and by scripts/test.sh on the pinned one when the compatibility
+# stage is skipped (docs/ci.md), with that venv's python as PY (default: .venv-test's).
 #   EZPZ_TEST_HOST_ONLY=DIR bash scripts/standin-suite.sh [pytest args]   # only the tests that can depend on the host
 # With EZPZ_TEST_HOST_ONLY, DIR holds the record the core pass made (EZPZ_TEST_HOST_RECORD=DIR, tests/host_touch.py):
 # the tests that passed there without touching the host (no plugin host, no hook, no process started, no listing of

@@ -229,7 +229,7 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
   for p in "${present[@]}"; do
     dist_name=$(basename "$p"); all_plugins+=("${dist_name#ezpz-}"); all_wheels+=("$dist/${dist_name//-/_}"-[0-9]*.whl)
   done
-  "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" ${all_wheels[@]}
+  "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" "${all_wheels[@]}"
   run --as "ezpz doctor, every plugin's wheel installed together" in_work quiet "$venv/bin/ezpz" doctor
   run --as "scripts/check_installed.py, every plugin's wheel installed together" \
     in_work "$vpy" "$ROOT/scripts/check_installed.py" "${all_plugins[@]}"
