@@ -218,9 +218,11 @@ def _merge(records: list[dict[str, Any]], codes: list[int | None], tails: list[s
         seen = [(rank, got[name]) for rank, got in enumerate(by_rank) if name in got]
         missing = [rank for rank, got in enumerate(by_rank) if name not in got]
         if not seen:
-            in_it = [r for r in missing if records[r].get("running") == name]
-            if in_it or (name == SETUP):
-                out.append(CheckResult(name, False, _why_unfinished(name, in_it or missing, codes, tails, stopped)))
+            # Every rank that did not finish setup is named (one may be inside it, another still importing torch);
+            # for a later check, the ranks that were inside it.
+            unfinished = missing if name == SETUP else [r for r in missing if records[r].get("running") == name]
+            if unfinished:
+                out.append(CheckResult(name, False, _why_unfinished(name, unfinished, codes, tails, stopped)))
             continue
         failed = [(rank, r) for rank, r in seen if not r.get("passed")]
         if failed or missing:
