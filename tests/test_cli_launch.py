@@ -18,6 +18,8 @@ from conftest import clean_env, need_tool
 from ezpz.probes.cpu import physical_cores
 from test_cli_support import ezpz, fake_mpiexec, path_without, site_driver, with_pythonpath
 
+pytestmark = pytest.mark.one_torch  # launch plumbing: the launch CLI: runs on the pinned torch only (docs/ci.md)
+
 PY = sys.executable
 
 

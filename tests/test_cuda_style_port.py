@@ -8,7 +8,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
+
+pytestmark = pytest.mark.one_torch  # source rewriting (ezpz port): runs on the pinned torch only (docs/ci.md)
 
 ORIGINAL = ROOT / "tests" / "scripts" / "cuda_style_trainer.py"
 PORTED = ROOT / "tests" / "scripts" / "cuda_style_trainer_ported.py"

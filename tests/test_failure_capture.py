@@ -23,6 +23,8 @@ from ezpz.plugin_host.calls import Hooks
 from ezpz.plugin_host.host import PluginHost
 from ezpz.inputs.settings import PluginSettings
 
+pytestmark = pytest.mark.one_torch  # launch plumbing: failure records of launched jobs: runs on the pinned torch only (docs/ci.md)
+
 HERE = Path(__file__).parent
 FAILING = str(HERE / "scripts" / "failing_rank.py")
 GLOO_TIMEOUT = "[third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 10000ms for recv operation"

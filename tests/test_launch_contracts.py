@@ -20,6 +20,8 @@ from ezpz.launch_env import detect_launch_env
 from ezpz.launch_env.rendezvous import PORT_RANGE
 from test_cli_support import ezpz, path_without
 
+pytestmark = pytest.mark.one_torch  # launch plumbing: launch environments: runs on the pinned torch only (docs/ci.md)
+
 FIXTURES = Path(__file__).parent / "fixtures" / "launch_envs"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 FIELDS = ("launcher", "rank", "world_size", "local_rank", "local_world_size", "node_rank", "num_nodes", "master_addr",

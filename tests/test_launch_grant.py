@@ -18,6 +18,8 @@ from ezpz.errors import ConfigError
 from ezpz.launch_drivers.grant import Grant, granted, pbs_grant, slurm_grant, use_grant
 from test_cli_support import ezpz
 
+pytestmark = pytest.mark.one_torch  # launch plumbing: the launch grant: runs on the pinned torch only (docs/ci.md)
+
 SALLOC_N2 = {  # recorded: salloc -n 2 (one node, 2 CPUs granted)
     "SLURM_JOB_ID": "2", "SLURM_JOBID": "2", "SLURM_NTASKS": "2", "SLURM_NPROCS": "2", "SLURM_JOB_NUM_NODES": "1",
     "SLURM_NNODES": "1", "SLURM_TASKS_PER_NODE": "2", "SLURM_JOB_NODELIST": "vm", "SLURM_NODELIST": "vm",

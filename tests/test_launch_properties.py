@@ -13,6 +13,8 @@ from ezpz.facts import LaunchEnv
 from ezpz.launch_env import detect_launch_env, expand_nodelist
 from ezpz.launch_env.rendezvous import DEFAULT_PORT, PORT_RANGE
 
+pytestmark = pytest.mark.one_torch  # launch plumbing: launch environment properties: runs on the pinned torch only (docs/ci.md)
+
 NAMES = {
     "torchrun": ["TORCHELASTIC_RUN_ID", "GROUP_RANK", "GROUP_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
                  "LOCAL_WORLD_SIZE"],

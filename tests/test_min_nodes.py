@@ -15,6 +15,8 @@ from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
 from ezpz.launch_drivers.retry import AttemptFacts, classify, log_hits, same_hosts_cannot_succeed
 from test_cli_support import ezpz
 
+pytestmark = pytest.mark.one_torch  # launch plumbing: --min-nodes: runs on the pinned torch only (docs/ci.md)
+
 HOSTS = ("n0", "n1", "n2", "n3")
 RANK_HOSTS = {i: h for i, h in enumerate(HOSTS)}
 

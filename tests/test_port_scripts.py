@@ -21,6 +21,8 @@ import pytest
 
 from conftest import ROOT, skip_or_fail_in_ci
 
+pytestmark = pytest.mark.one_torch  # source rewriting (ezpz port): runs on the pinned torch only (docs/ci.md)
+
 if importlib.util.find_spec("libcst") is None:
     skip_or_fail_in_ci('libcst is not installed (pip install -e ".[port]")',
                        'CI must install ezpz[port] (libcst) for the ezpz port tests: scripts/test.sh')

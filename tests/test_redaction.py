@@ -24,6 +24,8 @@ from ezpz.decisions import Decision
 from ezpz.decisions import Explanation
 from ezpz.primitives.redact import REDACTED, ScrubFilter, is_secret, redacted_names, scrub, scrub_data
 
+pytestmark = pytest.mark.one_torch  # ezpz's own output: secrets redacted: runs on the pinned torch only (docs/ci.md)
+
 LEAKY = ROOT / "tests" / "plugins" / "leaky" / "ezpz-test-leaky"
 
 SECRETS = {

@@ -16,6 +16,8 @@ from ezpz.steps.straggler_rows import (HOST_BYTES, NAMED, ROW_SIZE, VERDICT_SIZE
 from ezpz.steps.straggler_scores import DETAILED, score, score_table, table_of
 from ezpz.steps.straggler_writer import ReportWriter
 
+pytestmark = pytest.mark.one_torch  # launch plumbing: the straggler watch: runs on the pinned torch only (docs/ci.md)
+
 # Recorded: 4 ranks of a 0.05 s step on one host, rank 2 sleeping 0.2 s more (medians over 24 steps).
 RECORDED = [(0, 0.0501), (1, 0.0500), (2, 0.2501), (3, 0.0502)]
 

@@ -54,6 +54,7 @@ def _train(tmp_path: Path, name: str, *extra: str) -> tuple[subprocess.Completed
     return proc, json.loads(report.read_text())
 
 
+@pytest.mark.launcher  # a real torchrun with restarts
 def test_torchrun_restart_resumes_to_the_same_weights(tmp_path):
     _, plain = _train(tmp_path, "plain")
     proc, resumed = _train(tmp_path, "restarted", "--max-restarts", "1")

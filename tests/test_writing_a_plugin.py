@@ -26,6 +26,8 @@ import pytest
 
 from conftest import ROOT, clean_env, need_docs_toolchain
 
+pytestmark = pytest.mark.one_torch  # the tutorial's text and packaging: runs on the pinned torch only (docs/ci.md)
+
 DOC = ROOT / "docs" / "writing-a-plugin.md"
 EXAMPLE = ROOT / "plugins" / "ezpz-example-hpu"
 #: A highlighted code block as mkdocs-material renders it, with its title bar (``title="..."``) if it has one.
