@@ -7,6 +7,7 @@ time; every node that holds it serves up to ``cap`` others at once. With one see
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
 from ezpz.primitives.frozen_records import frozen
@@ -37,31 +38,49 @@ def assign(pending: Sequence[str], holders: Sequence[str], busy: Mapping[str, in
     """
     if not 1 <= cap <= MAX_CAP:
         raise ValueError(f"cap {cap}: expected 1 to {MAX_CAP} copies per source")
-    load = {h: busy.get(h, 0) for h in holders}
+    order = {h: i for i, h in enumerate(holders)}
+    free = [(busy.get(h, 0), order[h], h) for h in holders if busy.get(h, 0) < cap]
+    heapq.heapify(free)  # least busy first, then the earliest holder
     shared_busy = busy.get(SHARED, 0)
     out: list[Copy] = []
     for target in pending:
-        bad = set((avoid or {}).get(target, ()))
-        free = [h for h in holders if load[h] < cap and h != target]
-        if free:
-            fresh = [h for h in free if h not in bad] or free
-            source = min(fresh, key=lambda h: (load[h], holders.index(h)))
-            load[source] += 1
-            retry = " (a retry, from another holder)" if bad else ""
-            out.append(Copy(source, target, f"{source} holds it and sends {load[source]} of {cap}{retry}"))
-        elif not holders and shared_busy < 1:
+        if not free:
+            if holders or shared_busy >= 1:
+                break
             shared_busy += 1
             out.append(Copy(SHARED, target, "no node holds it yet: this one reads it from the shared file system"))
+            continue
+        bad = set((avoid or {}).get(target, ()))
+        popped: list[tuple[int, int, str]] = []
+        pick: tuple[int, int, str] | None = None
+        while free:
+            entry = heapq.heappop(free)
+            if entry[2] != target and entry[2] not in bad:
+                pick = entry
+                break
+            popped.append(entry)
+        if pick is None:  # only holders that failed this target (or itself): the best of those
+            pick = next((e for e in popped if e[2] != target), None)
+            popped = [e for e in popped if e is not pick]
+        for e in popped:
+            heapq.heappush(free, e)
+        if pick is None:
+            continue
+        load, i, source = pick
+        if load + 1 < cap:
+            heapq.heappush(free, (load + 1, i, source))
+        retry = " (a retry, from another holder)" if bad else ""
+        out.append(Copy(source, target, f"{source} holds it and sends {load + 1} of {cap}{retry}"))
     return out
-
 
 def plan_rounds(nodes: Sequence[str], cap: int, held: Iterable[str] = ()) -> tuple[tuple[Copy, ...], ...]:
     """The schedule when every copy takes one round: ``rounds[r]`` are the copies of round ``r``.
 
     ``held`` nodes already hold the tarball (no copy; they serve from round 0).
     """
-    holders = [n for n in nodes if n in set(held)]
-    pending = [n for n in nodes if n not in set(holders)]
+    have = set(held)
+    holders = [n for n in nodes if n in have]
+    pending = [n for n in nodes if n not in have]
     rounds: list[tuple[Copy, ...]] = []
     while pending:
         copies = assign(pending, holders, {}, cap)
