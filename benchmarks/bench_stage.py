@@ -74,11 +74,13 @@ def launch(bed, work: Path, env_dir: Path, stage: Path, m: list[str], name: str,
 
 
 def count(trace: Path, env_dir: Path) -> dict[str, object]:
-    """Calls naming a path in the shared env; a rank is a process whose python ran rank.py, with its threads and
-    children (followed through the clone/fork results in the ``strace -f`` log)."""
+    """Calls naming a path in the shared env, by who made them: the ranks (a process whose python ran rank.py, with
+    its threads and children, followed through the clone/fork results in the ``strace -f`` log), the staging agents,
+    and the launcher (``ezpz launch`` itself, mpiexec, the launch agents)."""
     needle = (str(env_dir) + "/", f'"{env_dir}"')
     parent: dict[int, int] = {}
     ranks: set[int] = set()
+    agents: set[int] = set()
     hits: dict[int, int] = {}
     spawn = re.compile(r"^(\d+)\s+(?:<\.\.\. )?(?:clone3?|fork|vfork)\b.*= (\d+)$")
     for line in (trace / "t").read_text(errors="replace").splitlines():
@@ -90,6 +92,8 @@ def count(trace: Path, env_dir: Path) -> dict[str, object]:
             parent[int(m.group(2))] = pid
         if re.search(r'execve\("[^"]*python[^"]*", \["[^"]*", "[^"]*rank\.py"', line):
             ranks.add(pid)
+        if re.search(r'execve\("[^"]*", \["[^"]*", "-I", "-S", "[^"]*node_agent\.py"', line):
+            agents.add(pid)
         if any(n in line for n in needle):
             hits[pid] = hits.get(pid, 0) + 1
 
@@ -100,9 +104,17 @@ def count(trace: Path, env_dir: Path) -> dict[str, object]:
             pid = parent[pid]
         return pid in ranks
 
-    rank_calls = sum(v for k, v in hits.items() if in_rank(k))
-    return {"rank_processes": len(ranks), "rank_calls": rank_calls, "per_rank": round(rank_calls / max(1, len(ranks))),
-            "other_calls": sum(hits.values()) - rank_calls}
+    def kind(pid: int) -> str:
+        if in_rank(pid):
+            return "ranks"
+        return "agents" if pid in agents or parent.get(pid) in agents else "launcher"
+
+    calls = {"ranks": 0, "agents": 0, "launcher": 0}
+    for pid, n in hits.items():
+        calls[kind(pid)] += n
+    return {"rank_processes": len(ranks), "agent_processes": len(agents), "calls": calls,
+            "per_rank": round(calls["ranks"] / max(1, len(ranks))),
+            "per_agent": round(calls["agents"] / max(1, len(agents)))}
 
 
 def main() -> int:

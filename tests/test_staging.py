@@ -76,16 +76,21 @@ def test_the_verdict_goes_on_without_failed_nodes_only_when_min_nodes_allows():
 
 def test_the_tarball_is_reused_only_while_the_content_hash_and_size_match(tmp_path):
     env = tmp_path / "env"
-    (env / "bin").mkdir(parents=True)
-    (env / "bin" / "tool").write_text("#!/x/python\n")
-    (env / "__pycache__").mkdir()
+    site = env / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (env / "bin").mkdir()
+    (site / "torch-2.5.0.dist-info").mkdir()
+    (site / "__pycache__").mkdir()
     fp = content_fingerprint(env)
-    (env / "__pycache__" / "m.pyc").write_bytes(b"x")
-    assert content_fingerprint(env) == fp  # the interpreter's own cache does not count
+    assert content_fingerprint(env) == fp
+    (site / "__pycache__" / "m.pyc").write_bytes(b"x")
     stamp = {"fingerprint": fp, "size": 10}
     assert reuse_decision(stamp, fp, 10).reuse
-    (env / "bin" / "new").write_text("y")
+    (site / "torch-2.5.0.dist-info").rename(site / "torch-2.6.0.dist-info")  # an upgrade
     assert not reuse_decision(stamp, content_fingerprint(env), 10).reuse
+    fp2 = content_fingerprint(env)
+    (env / "bin" / "new-tool").write_text("y")  # an entry point added
+    assert content_fingerprint(env) != fp2
     assert "changed" in reuse_decision(stamp, "other", 10).reason
     assert "cut short" in reuse_decision(stamp, fp, 9).reason
     assert not reuse_decision(None, fp, 10).reuse and not reuse_decision(stamp, fp, None).reuse

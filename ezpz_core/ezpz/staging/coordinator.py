@@ -8,14 +8,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import IO
 
 from attrs import field
 
 from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.staging.fanout import SHARED, assign
-from ezpz.staging.node_agent import read_msg, send_msg
+from ezpz.staging.node_agent import Stream, read_msg, send_msg
 
 __all__ = ["CopyRecord", "Coordinator", "Delivery"]
 
@@ -54,7 +53,7 @@ class Coordinator:
         self.copy_timeout_s, self.register_timeout_s, self.say = copy_timeout_s, register_timeout_s, say
         self.sock = socket.create_server(("", 0))
         self.port = self.sock.getsockname()[1]
-        self.events: queue.Queue[tuple[str, dict[str, object] | None, IO[bytes] | None]] = queue.Queue()
+        self.events: queue.Queue[tuple[str, dict[str, object] | None, Stream | None]] = queue.Queue()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -79,7 +78,7 @@ class Coordinator:
     def run(self, launcher_alive: Callable[[], int | None]) -> Delivery:
         """Drive the fan-out. ``launcher_alive()`` is the agents' launcher's exit status (None while running)."""
         t0 = time.monotonic()
-        streams: dict[str, IO[bytes]] = {}
+        streams: dict[str, Stream] = {}
         holders: list[str] = []  # staged and serving
         staged: set[str] = set()
         generation: dict[str, int] = {SHARED: 0}

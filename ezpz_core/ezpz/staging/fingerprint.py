@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ezpz.primitives.frozen_records import frozen
 
-__all__ = ["Reuse", "content_fingerprint", "read_stamp", "reuse_decision"]
+__all__ = ["MANIFEST_DIRS", "Reuse", "content_fingerprint", "read_stamp", "reuse_decision"]
 
 
 @frozen
@@ -21,22 +21,30 @@ class Reuse:
     reason: str
 
 
-def content_fingerprint(root: Path) -> str:
-    """sha256 over every entry's relative path, type, size, mtime (ns) and link target, in sorted order.
+MANIFEST_DIRS = ("", "bin", "conda-meta", "lib/python*/site-packages", "Lib/site-packages")
+"""Where an install, upgrade or removal shows: the environment's top, its ``bin``, conda's package records and the
+top of ``site-packages`` (a package's ``*.dist-info`` name carries its version)."""
 
-    One ``lstat`` per entry, no file read: a changed, added or removed file changes it; ``__pycache__`` is left out
-    (the interpreter writes there on import).
+
+def content_fingerprint(root: Path) -> str:
+    """sha256 over the names in :data:`MANIFEST_DIRS` and the mtimes (ns) of those directories and ``pyvenv.cfg``.
+
+    Cheap on a shared file system (a few directory reads and stats, not one per file): installing, upgrading or
+    removing a package changes it; editing a file inside an installed package does not (delete the stamp
+    ``<tarball>.json`` to pack again).
     """
     digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        base = Path(dirpath)
-        for name in sorted(filenames + [d for d in dirnames if (base / d).is_symlink()]):
-            path = base / name
-            st = path.lstat()
-            link = os.readlink(path) if path.is_symlink() else ""
-            rel = path.relative_to(root).as_posix()
-            digest.update(f"{rel}\0{st.st_mode:o}\0{st.st_size}\0{st.st_mtime_ns}\0{link}\n".encode())
+    for pattern in MANIFEST_DIRS:
+        for d in sorted(root.glob(pattern)) if pattern else [root]:
+            try:
+                names = sorted(e.name for e in os.scandir(d) if e.name != "__pycache__")
+                mtime = d.stat().st_mtime_ns
+            except OSError:
+                continue
+            digest.update(f"{d.relative_to(root).as_posix()}\0{mtime}\0{'/'.join(names)}\n".encode())
+    cfg = root / "pyvenv.cfg"
+    if cfg.is_file():
+        digest.update(f"pyvenv.cfg\0{cfg.stat().st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
 

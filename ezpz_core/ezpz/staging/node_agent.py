@@ -21,9 +21,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import Protocol
 
-__all__ = ["RANK_VARS", "SHARED", "STAMP", "held_here", "main", "read_msg", "relocate_tree", "rewrite_text",
+__all__ = ["RANK_VARS", "SHARED", "STAMP", "Stream", "held_here", "main", "read_msg", "relocate_tree", "rewrite_text",
            "send_msg", "staged_path"]
 
 SHARED = "<shared file system>"  # the same string as ezpz.staging.fanout.SHARED (this file imports no ezpz module)
@@ -98,12 +98,20 @@ def held_here(plan: dict[str, object]) -> str | None:
     return None
 
 
-def send_msg(stream: IO[bytes], msg: dict[str, object]) -> None:
+class Stream(Protocol):
+    """A socket's file in ``rwb`` mode: JSON lines both ways."""
+
+    def readline(self, size: int | None = -1, /) -> bytes: ...
+    def write(self, data: bytes, /) -> int: ...
+    def flush(self) -> None: ...
+
+
+def send_msg(stream: Stream, msg: dict[str, object]) -> None:
     stream.write(json.dumps(msg).encode() + b"\n")
     stream.flush()
 
 
-def read_msg(stream: IO[bytes]) -> dict[str, object] | None:
+def read_msg(stream: Stream) -> dict[str, object] | None:
     line = stream.readline()
     return json.loads(line) if line.strip() else None
 
@@ -249,12 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     host = str(plan["hosts"][i])
     env = staged_path(plan)
     held = held_here(plan)
+    server: _Server | None = None
+    broken = ""
     try:
-        server: _Server | None = _Server(plan, Path(str(plan["stage_dir"])) / f"{plan['name']}.tar")
+        server = _Server(plan, Path(str(plan["stage_dir"])) / f"{plan['name']}.tar")
     except OSError as e:  # still say hello: the coordinator names the node and why instead of waiting for it
-        server, broken = None, f"cannot listen on port {plan['data_port']} on {host} ({e}); fix: free the port"
-    else:
-        broken = ""
+        broken = f"cannot listen on port {plan['data_port']} on {host} ({e}); fix: free the port"
+    if server is not None:
         if held:
             server.ready.set()
         server.start()
