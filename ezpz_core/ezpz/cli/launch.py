@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
                           fix="pass --min-nodes K with K the fewest hosts the job may go on with, e.g. half the active "
                               "hosts")
     if args.min_nodes is not None and not (args.auto_retry or args.stage_env):
-        raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="used with --auto-retry",
+        raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="used with --auto-retry or --stage-env",
                           fix="add --auto-retry (it excludes the bad hosts the job then goes on without) or "
                               "--stage-env (a node that fails to stage is left out), or drop --min-nodes")
     if args.readmit and not args.auto_retry:
