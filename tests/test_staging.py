@@ -145,6 +145,14 @@ def test_the_agent_shares_the_fanout_name_for_the_shared_file_system():
     assert node_agent.SHARED == SHARED
 
 
+def test_the_agent_runs_with_the_standard_library_alone():
+    """As the nodes run it (``python -I -S node_agent.py``): no site, no ezpz module loaded."""
+    code = (f"import runpy, sys; runpy.run_path({node_agent.__file__!r}, run_name='agent'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ezpz', 'torch', 'attrs', 'site')))")
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_ezpz_stage_on_this_node_alone_then_reuses_the_copy(tmp_path):
     env = tmp_path / "shared" / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)

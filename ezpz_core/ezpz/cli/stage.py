@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,7 +95,6 @@ def run(args: argparse.Namespace) -> int:
     opts = _options(args, args.src, work, os.environ)
     if args.pack_only:
         from ezpz.staging.pack import ensure_tarball, what_to_stage
-        import sys
 
         src, why = what_to_stage(opts.src, os.environ, sys.prefix, sys.base_prefix)
         packed = ensure_tarball(src, Path(opts.pack_to) if opts.pack_to else None, opts.copy_timeout_s)

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def stage(opts: StageOptions, hosts: Sequence[str], host_source: str, environ: M
             say("the staging agents did not exit within 30 s of being told to: killing them")
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, 9)
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
     verdict = decide(hosts, dict(delivery.failed), opts.min_nodes)
     say(f"staged in {delivery.seconds:.1f} s: {len(delivery.copies)} cop{'y' if len(delivery.copies) == 1 else 'ies'} "
