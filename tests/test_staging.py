@@ -145,6 +145,16 @@ def test_the_agent_shares_the_fanout_name_for_the_shared_file_system():
     assert node_agent.SHARED == SHARED
 
 
+def test_an_agent_knows_its_host_by_address_then_name_then_rank():
+    hosts = ["198.18.0.1", "198.18.0.2"]
+    assert node_agent.identify(hosts, "198.18.0.2", "box", 0) == ("198.18.0.2", "its address")
+    named = ["nid001.hsn", "nid002.hsn"]
+    assert node_agent.identify(named, "10.0.0.9", "nid002", 0)[0] == "nid002.hsn"  # Slurm may order ranks otherwise
+    assert node_agent.identify(named, None, "login", 1) == ("nid002.hsn", "its rank 1 (host 1 of the plan)")
+    with pytest.raises(SystemExit, match="not one of the plan's hosts"):
+        node_agent.identify(named, None, "login", None)
+
+
 def test_the_agent_runs_with_the_standard_library_alone():
     """As the nodes run it (``python -I -S node_agent.py``): no site, no ezpz module loaded."""
     code = (f"import runpy, sys; runpy.run_path({node_agent.__file__!r}, run_name='agent'); "

@@ -23,14 +23,14 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["RANK_VARS", "SHARED", "STAMP", "Stream", "held_here", "main", "read_msg", "relocate_tree", "rewrite_text",
+__all__ = ["RANK_VARS", "SHARED", "STAMP", "Stream", "held_here", "identify", "main", "read_msg", "relocate_tree", "rewrite_text",
            "send_msg", "staged_path"]
 
 SHARED = "<shared file system>"  # the same string as ezpz.staging.fanout.SHARED (this file imports no ezpz module)
 STAMP = ".ezpz-staged.json"
 """Written inside the unpacked environment last: its presence with the plan's sha256 means 'staged here'."""
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "PALS_RANKID", "SLURM_PROCID", "FLUX_TASK_RANK")
-"""Where a launcher puts a process's rank (one agent per node, so rank = node index in the host list)."""
+"""Where a launcher puts a process's rank: the last resort for which host this is (:func:`identify`)."""
 _CHUNK = 4 << 20
 
 
@@ -238,13 +238,38 @@ def _fetch(plan: dict[str, object], source: str, host: str, server: _Server) -> 
             "relocated": changed}
 
 
-def _index(explicit: int | None) -> int:
+def identify(hosts: list[str], own_address: str | None, hostname: str, rank: int | None) -> tuple[str, str]:
+    """Which host of the plan this node is, and how that was found (pure): its address on the route to the
+    coordinator, else its host name (short names compared), else its rank (one agent per node, in host order)."""
+    if own_address in hosts:
+        return str(own_address), "its address"
+    short = hostname.split(".")[0]
+    for h in hosts:
+        if h == hostname or (short and h.split(".")[0] == short):
+            return h, f"its host name {hostname}"
+    if rank is not None and 0 <= rank < len(hosts):
+        return hosts[rank], f"its rank {rank} (host {rank} of the plan)"
+    raise SystemExit(f"staging agent on {hostname}: not one of the plan's hosts, and no rank variable set "
+                     f"({', '.join(RANK_VARS)}); pass --index")
+
+
+def _own_address(addr: str) -> str | None:
+    """This node's address on the route to ``addr`` (a UDP socket's connect sends nothing)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((addr, 9))
+            return str(s.getsockname()[0])
+    except OSError:
+        return None
+
+
+def _rank(explicit: int | None) -> int | None:
     if explicit is not None:
         return explicit
     for var in RANK_VARS:
         if os.environ.get(var, "").strip().isdigit():
             return int(os.environ[var])
-    raise SystemExit(f"staging agent: no rank variable set ({', '.join(RANK_VARS)}); pass --index")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--index", type=int)
     args = p.parse_args(argv)
     plan = json.loads(Path(args.plan).read_text())
-    i = _index(args.index)
-    host = str(plan["hosts"][i])
+    addr, port = plan["coordinator"]
+    hosts = [str(h) for h in plan["hosts"]]
+    host, how = identify(hosts, _own_address(str(addr)), socket.gethostname(), _rank(args.index))
     env = staged_path(plan)
     held = held_here(plan)
     server: _Server | None = None
@@ -267,13 +293,12 @@ def main(argv: list[str] | None = None) -> int:
         if held:
             server.ready.set()
         server.start()
-    addr, port = plan["coordinator"]
     end = time.monotonic() + float(str(plan["deadline_s"]))
     try:
         with socket.create_connection((str(addr), int(str(port))), timeout=float(str(plan["copy_timeout"]))) as conn:
             conn.settimeout(max(1.0, end - time.monotonic()))
             stream = conn.makefile("rwb")
-            send_msg(stream, {"op": "hello", "index": i, "host": host, "held": held is not None and server is not None,
+            send_msg(stream, {"op": "hello", "host": host, "how": how, "held": held is not None and server is not None,
                               "why": held or "", "broken": broken, "env": str(env)})
             while (order := read_msg(stream)) is not None and order.get("op") == "fetch":
                 reply = _fetch(plan, str(order["source"]), host, server) if server else {"ok": False, "error": broken}
