@@ -4,6 +4,7 @@ go-on-or-stop verdict, the tarball reuse decision, the path rewrite, the staged 
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -207,3 +208,55 @@ def test_a_corrupt_tarball_is_named_and_the_node_left_out(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "is corrupt (sha256" in proc.stderr and "127.0.0.1 left out" in proc.stderr, proc.stderr
     assert "(after 2 attempt(s))" in proc.stderr
+
+
+def _fake_agent(port: int, host: str, replies: list[dict | None], held: bool = False) -> None:
+    """An agent that says hello, then answers each fetch order with the next reply (None: never answers)."""
+    import socket
+    import threading
+
+    def run() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+            stream = conn.makefile("rwb")
+            node_agent.send_msg(stream, {"op": "hello", "host": host, "held": held, "why": "held" if held else ""})
+            for reply in replies:
+                order = node_agent.read_msg(stream)
+                if order is None or order.get("op") != "fetch":
+                    return
+                if reply is None:
+                    node_agent.read_msg(stream)  # stuck: wait for the exit order
+                    return
+                node_agent.send_msg(stream, {"op": "done", "host": host, **reply})
+            node_agent.read_msg(stream)
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def test_the_coordinator_retries_from_another_holder_and_names_a_node_that_times_out():
+    from ezpz.staging.coordinator import Coordinator
+
+    said: list[str] = []
+    coord = Coordinator(["a", "b", "c", "d"], cap=8, retries=1, copy_timeout_s=1.5, register_timeout_s=10,
+                        say=said.append)
+    ok = {"ok": True, "copy_s": 0.1, "unpack_s": 0.2}
+    _fake_agent(coord.port, "a", [], held=True)
+    _fake_agent(coord.port, "b", [ok])
+    _fake_agent(coord.port, "c", [{"ok": False, "error": "corrupt"}, ok])
+    _fake_agent(coord.port, "d", [None])
+    delivery = coord.run(lambda: None)
+    assert delivery.held == ("a",)
+    assert sorted(c.target for c in delivery.copies) == ["b", "c"]
+    assert list(dict(delivery.failed)) == ["d"], delivery.failed
+    assert re.fullmatch(r"copy from \S+ took over --stage-timeout 1.5 s", dict(delivery.failed)["d"])
+    assert any("node c: corrupt; retrying (1 of 2 attempts)" in line for line in said), said
+    assert sum("copy to c from" in line for line in said) == 2
+
+
+def test_the_coordinator_names_an_agent_that_never_starts():
+    from ezpz.staging.coordinator import Coordinator
+
+    coord = Coordinator(["a", "b"], cap=8, retries=2, copy_timeout_s=5, register_timeout_s=1, say=lambda _: None)
+    _fake_agent(coord.port, "a", [{"ok": True, "copy_s": 0.1, "unpack_s": 0.1}])
+    delivery = coord.run(lambda: None)
+    assert [c.target for c in delivery.copies] == ["a"] and delivery.copies[0].source == SHARED
+    assert dict(delivery.failed) == {"b": "its staging agent did not start within 1 s; check the agents' log"}
