@@ -65,7 +65,8 @@ def launch(bed, work: Path, env_dir: Path, stage: Path, m: list[str], name: str,
     if trace is not None:
         shutil.rmtree(trace, ignore_errors=True)
         trace.mkdir()
-        argv = ["strace", "-f", "-qq", "-s", "4096", "-e", "trace=%file,%stat,clone,clone3,fork,vfork", "-o", str(trace / "t"), *argv]
+        argv = ["strace", "-f", "-qq", "-s", "4096", "-e", "trace=%file,%stat,clone,clone3,fork,vfork",
+                "-o", str(trace / "t"), *argv]
     line = " ".join(f"'{w}'" for w in argv)
     t0 = time.monotonic()
     proc = subprocess.run([*bed.exec_prefix(0), "/bin/sh", "-c", f"{m[0]} && exec {line}"], env=env,

@@ -99,8 +99,10 @@ def test_the_tarball_is_reused_only_while_the_content_hash_and_size_match(tmp_pa
 
 def test_the_path_rewrite_touches_only_the_whole_path_and_leaves_binaries_alone():
     old, new = "/lus/proj/env", "/tmp/ezpz-stage-u/env"
-    assert rewrite_text(b"#!/lus/proj/env/bin/python\nimport x\n", old, new) == b"#!/tmp/ezpz-stage-u/env/bin/python\nimport x\n"
-    assert rewrite_text(b'VIRTUAL_ENV="/lus/proj/env"\nexport PATH\n', old, new) == b'VIRTUAL_ENV="/tmp/ezpz-stage-u/env"\nexport PATH\n'
+    assert rewrite_text(b"#!/lus/proj/env/bin/python\nimport x\n", old, new) == \
+        b"#!/tmp/ezpz-stage-u/env/bin/python\nimport x\n"
+    assert rewrite_text(b'VIRTUAL_ENV="/lus/proj/env"\nexport PATH\n', old, new) == \
+        b'VIRTUAL_ENV="/tmp/ezpz-stage-u/env"\nexport PATH\n'
     assert rewrite_text(b"#!/lus/proj/env2/bin/python\n", old, new) is None  # another environment
     assert rewrite_text(b"\x7fELF\0\0/lus/proj/env/lib", old, new) is None  # a binary is never edited
     assert rewrite_text(b"nothing here\n", old, new) is None

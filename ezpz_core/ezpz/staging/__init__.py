@@ -1,4 +1,4 @@
-"""Environment staging (``ezpz stage``, ``ezpz launch --stage-env``): pack once, fan out to node-local storage, run there.
+"""Environment staging (``ezpz stage``, ``launch --stage-env``): pack once, fan out to node-local storage, run there.
 
 Pure parts: :mod:`~ezpz.staging.fanout` (who copies to whom, in which round),
 :mod:`~ezpz.staging.verdict` (go on without failed nodes, or stop),

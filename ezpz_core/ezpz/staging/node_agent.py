@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["RANK_VARS", "SHARED", "STAMP", "Stream", "held_here", "identify", "main", "read_msg", "relocate_tree", "rewrite_text",
+__all__ = ["RANK_VARS", "SHARED", "STAMP", "Stream", "held_here", "identify", "main", "read_msg", "relocate_tree",
+           "rewrite_text",
            "send_msg", "staged_path"]
 
 SHARED = "<shared file system>"  # the same string as ezpz.staging.fanout.SHARED (this file imports no ezpz module)
@@ -64,7 +65,8 @@ def relocate_tree(root: Path, old: str, new: str) -> int:
     """Make an unpacked environment runnable at ``new``: shebangs, activate scripts and ``*.pth`` in place,
     ``pyvenv.cfg``, and symlinks that pointed into ``old``. Returns how many entries changed."""
     changed = 0
-    candidates = [root / "pyvenv.cfg", *sorted(root.glob("bin/*")), *sorted(root.glob("lib/python*/site-packages/*.pth")),
+    candidates = [root / "pyvenv.cfg", *sorted(root.glob("bin/*")),
+                  *sorted(root.glob("lib/python*/site-packages/*.pth")),
                   *sorted(root.glob("etc/conda/activate.d/*")), *sorted(root.glob("etc/conda/deactivate.d/*"))]
     for path in candidates:
         if path.is_file() and not path.is_symlink():

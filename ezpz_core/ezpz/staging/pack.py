@@ -109,7 +109,8 @@ def ensure_tarball(src: Path, pack_to: Path | None, timeout_s: float) -> Packed:
         part.replace(tarball)
     except OSError as e:
         raise ConfigError(name="--stage-pack-to", value=str(tarball), expected=f"a writable path ({e})",
-                          fix="pass --stage-pack-to PATH where you may write (beside the environment by default)") from None
+                          fix="pass --stage-pack-to PATH where you may write (default: beside the environment)"
+                          ) from None
     except subprocess.TimeoutExpired:
         raise ConfigError(name="--stage-pack-to", value=str(tarball),
                           expected=f"packing within --stage-timeout {timeout_s:g} s",

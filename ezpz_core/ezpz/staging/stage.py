@@ -1,5 +1,5 @@
 """The whole staging step: pack (or reuse) the tarball, start one agent per node through the job's launcher,
-fan the tarball out (:mod:`ezpz.staging.coordinator`), decide (:mod:`ezpz.staging.verdict`), and say how to run there."""
+fan the tarball out (:mod:`ezpz.staging.coordinator`), decide (:mod:`ezpz.staging.verdict`), say how to run there."""
 
 from __future__ import annotations
 
@@ -178,7 +178,8 @@ def staged_argv(command: Sequence[str], prefix: str | None, staged: str, environ
     env.append(f"CONDA_PREFIX={staged}" if Path(staged, "conda-meta").exists() or environ.get("CONDA_PREFIX") == prefix
                else f"VIRTUAL_ENV={staged}")
     if prefix and (exe == prefix or exe.startswith(prefix + "/")):
-        new, why = staged + exe[len(prefix):], f"{command[0]} is in {prefix}: the ranks run {staged + exe[len(prefix):]}"
+        new = staged + exe[len(prefix):]
+        why = f"{command[0]} is in {prefix}: the ranks run {new}"
     else:
         new, why = command[0], (f"{command[0]} is not in the staged environment ({prefix}): it runs as given, "
                                 f"with {staged}/bin first on PATH")
