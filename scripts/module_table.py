@@ -28,7 +28,7 @@ KERNEL = ("hooks.py", "hookspecs.py", "plugin_host", "facts.py", "policies.py", 
           "probes", "primitives", "inputs", "builtin", "plugin_kit", "checkpoints", "sharding", "steps", "failures",
           "launch_env", "compiling.py", "cuda_answers.py", "errors.py")
 #: The fronts: built on the kernel, never imported by it (the forbidden side of the same contract).
-FRONTS = ("launch_drivers", "testing", "original", "cli", "porting", "cuda_compat", "examples", "integrations",
+FRONTS = ("launch_drivers", "staging", "testing", "original", "cli", "porting", "cuda_compat", "examples", "integrations",
           "distributed.py", "launch.py", "log.py", "pbs.py", "slurm.py", "__main__.py")
 #: The root package: the public facade, which imports the kernel's ezpz.hooks (and the original's names lazily).
 FACADE = ("__init__.py",)

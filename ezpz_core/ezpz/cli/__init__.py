@@ -1,4 +1,4 @@
-"""The ``ezpz`` command (also ``python -m ezpz``): doctor, plugins, launch, submit, kill, test, new-plugin, check-plugin, port.
+"""The ``ezpz`` command (also ``python -m ezpz``): doctor, plugins, launch, stage, submit, kill, test, new-plugin, check-plugin, port.
 
 Only this package configures logging: ``-v`` shows ezpz's info events on
 stderr, ``-vv`` debug; ``-q`` only errors. Results go to stdout, diagnostics to
@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 import ezpz
-from ezpz.cli import check_plugin, doctor, kill, launch, new_plugin, plugins, port, smoke, submit
+from ezpz.cli import check_plugin, doctor, kill, launch, new_plugin, plugins, port, smoke, stage, submit
 from ezpz.cli._util import err
 from ezpz.errors import ConfigError, EzpzError
 from ezpz.primitives.redact import ScrubFilter
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail on stderr (-vv for debug)")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
-    for module in (doctor, plugins, launch, submit, kill, smoke, new_plugin, check_plugin, port):
+    for module in (doctor, plugins, launch, stage, submit, kill, smoke, new_plugin, check_plugin, port):
         module.add_parser(sub)
     return parser
 

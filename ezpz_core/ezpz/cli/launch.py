@@ -26,6 +26,7 @@ from typing import Any
 
 from ezpz.cli._util import err
 from ezpz.cli.device_slots import planned_device_slots
+from ezpz.cli.stage import add_stage_flags, stage_for_launch
 from ezpz.cli.supervise import supervise
 from ezpz.errors import ConfigError
 from ezpz.launch_drivers import LaunchPlan, prepare
@@ -131,6 +132,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--dry-run", action="store_true", help="print the command on stdout and exit")
     add_launch_flags(p)
     add_supervision_flags(p)
+    g = p.add_argument_group("environment staging (docs/staging.md)")
+    g.add_argument("--stage-env", action="store_true",
+                   help="before the ranks start, copy the Python environment to node-local storage on every node "
+                        "(fan-out over the nodes; reused while unchanged) and run the ranks with that interpreter")
+    g.add_argument("--stage-src", metavar="PATH",
+                   help="with --stage-env: the directory or tarball to stage (default: the active venv/conda env)")
+    add_stage_flags(g)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to launch, after --")
     p.set_defaults(func=run)
 
@@ -177,10 +185,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="a whole number of hosts, 1 or more",
                           fix="pass --min-nodes K with K the fewest hosts the job may go on with, e.g. half the active "
                               "hosts")
-    if args.min_nodes is not None and not args.auto_retry:
-        raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="used with --auto-retry",
-                          fix="add --auto-retry (it excludes the bad hosts the job then goes on without), or drop "
-                              "--min-nodes")
+    if args.min_nodes is not None and not (args.auto_retry or args.stage_env):
+        raise ConfigError(name="--min-nodes", value=args.min_nodes, expected="used with --auto-retry or --stage-env",
+                          fix="add --auto-retry (it excludes the bad hosts the job then goes on without) or "
+                              "--stage-env (a node that fails to stage is left out), or drop --min-nodes")
     if args.readmit and not args.auto_retry:
         raise ConfigError(name="--readmit", value=True, expected="used with --auto-retry",
                           fix="add --auto-retry (only it excludes hosts), or drop --readmit")
@@ -188,6 +196,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(name="--nhosts/--spare-nodes", value=args.nhosts if args.nhosts is not None
                           else args.spare_nodes, expected="used with --auto-retry",
                           fix="add --auto-retry, or give the layout with -n/--ppn/--hostfile")
+    if args.stage_env and not args.dry_run:
+        staged = stage_for_launch(args, command, os.environ)
+        if isinstance(staged, int):
+            return staged
+        command, args.hostfile = staged
     if supervised(args) and not args.dry_run:
         return supervise(args, command, os.environ, devices,
                          lambda plan: describe(plan, "ezpz launch", verbose=args.verbose > 0))
