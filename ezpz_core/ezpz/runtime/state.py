@@ -1,5 +1,4 @@
-"""What changes while a runtime is in use: the step clock, the preemption state, the step boundary, the meshes and
-the background checkpoint writer.
+"""What changes while a runtime is in use: the step clock, preemption, the step boundary, meshes, background saves.
 
 :class:`~ezpz.runtime.Runtime` itself is frozen: its fields say what ``setup()`` decided and never change. What
 moves as the script runs lives here, in one named, mutable object (``rt.state``), so "the runtime" and "where the
