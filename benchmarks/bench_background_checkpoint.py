@@ -13,7 +13,8 @@ blocks do the same work and the block's wall time is what a run with a save ever
 
 Printed, the maximum over ranks per save: the **stall** (time inside ``rt.save_checkpoint``: the training loop
 is blocked), the **drain** (the write still running once the block's steps are done) and the **block** time,
-with the per-round ratio of each to the synchronous save of the same round. Saves go to ``--dir`` (default a
+with the per-round ratio of each to the synchronous save of the same round. One untimed round of each comes
+first (the first background save allocates the host buffers and makes its gloo group: printed apart). Saves go to ``--dir`` (default a
 fresh directory under the system's temporary one, removed at the end), two checkpoints replaced in turn.
 """
 
@@ -57,7 +58,7 @@ def main() -> None:
     model = rt.shard(nn.Sequential(*[nn.Linear(args.width, args.width, bias=False) for _ in range(args.layers)]))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     x = torch.randn(args.batch, args.width, generator=torch.Generator().manual_seed(rt.rank))
-    params = sum(p.numel() for p in model.parameters()) * (rt.world_size if rt.distributed else 1)
+    params = sum(p.numel() for p in model.parameters())  # a DTensor's numel() is the whole parameter's
 
     def step() -> None:
         loss = model(x).square().mean()
@@ -83,6 +84,13 @@ def main() -> None:
         drain = time.perf_counter() - t1
         return {"stall": stall, "drain": drain, "block": time.perf_counter() - t0}
 
+    def slowest(t: float) -> float:
+        mine = torch.tensor([t])
+        if rt.distributed:
+            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+        return float(mine.item())
+
+    first = {"sync": slowest(block(False)["stall"]), "background": slowest(block(True)["stall"])}  # untimed warm-up
     rounds: list[dict[str, dict[str, float]]] = []
     for r in range(args.rounds):
         order = (False, True) if r % 2 == 0 else (True, False)
@@ -94,17 +102,22 @@ def main() -> None:
         rounds.append({k: dict(zip(("stall", "drain", "block"), values[3 * i:3 * i + 3]))
                        for i, k in enumerate(("sync", "background"))})
     if rt.is_main:
-        _report(rounds, args, params, rt)
-        shutil.rmtree(root, ignore_errors=True)
+        _report(rounds, first, args, params, rt)
+    main_rank = rt.is_main
     ezpz.hooks.teardown()
+    if main_rank:
+        shutil.rmtree(root, ignore_errors=True)
 
 
-def _report(rounds: list[dict[str, dict[str, float]]], args: argparse.Namespace, params: int, rt: object) -> None:
+def _report(rounds: list[dict[str, dict[str, float]]], first: dict[str, float], args: argparse.Namespace,
+            params: int, rt: object) -> None:
     pinned = rt.background_saves().host  # type: ignore[attr-defined]
     gb = params * 4 / 1e9
     print(f"{params / 1e6:.0f} M parameters ({gb:.2f} GB fp32) + AdamW state, FSDP2 over {rt.world_size} x "  # type: ignore[attr-defined]
           f"{rt.device} ({rt.backend}); a save, then {args.steps} steps, per block; "  # type: ignore[attr-defined]
           f"{args.rounds} rounds alternating; host copy: {pinned.why}")
+    print(f"warm-up (untimed round, first of each): sync stall {first['sync']:.2f} s, background stall "
+          f"{first['background']:.2f} s (allocates the host buffers, makes the background gloo group)")
     print(f"{'round':>5} {'sync stall':>11} {'bg stall':>9} {'stall ratio':>11} {'bg drain':>9} "
           f"{'sync block':>11} {'bg block':>9} {'block ratio':>11}")
     stall_ratios, block_ratios = [], []
@@ -120,8 +133,12 @@ def _report(rounds: list[dict[str, dict[str, float]]], args: argparse.Namespace,
           f"(max {max(stall_ratios):.3f}; target <= 0.25)")
     print(f"block (a save + {args.steps} steps, background including its drain): ratio median {med(block_ratios):.3f} "
           f"(max {max(block_ratios):.3f}; target <= 1.0)")
+    total = {k: sum(r[k]["block"] for r in rounds) for k in ("sync", "background")}
+    print(f"the run's blocks in total: sync {total['sync']:.1f} s, background {total['background']:.1f} s, ratio "
+          f"{total['background'] / total['sync']:.3f} (target <= 1.0)")
     if args.json is not None:
-        args.json.write_text(json.dumps({"params": params, "rounds": rounds, "stall_ratios": stall_ratios,
+        args.json.write_text(json.dumps({"params": params, "first": first, "rounds": rounds,
+                                         "stall_ratios": stall_ratios,
                                          "block_ratios": block_ratios, "host_copy": pinned.why}, indent=1))
 
 
