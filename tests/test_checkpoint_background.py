@@ -210,3 +210,22 @@ def test_sigterm_mid_write_completes_the_checkpoint_before_exit(tmp_path):
     code, out = _finished(proc)
     assert is_complete(ck / checkpoint_name(4)) and latest_checkpoint(ck) == ck / checkpoint_name(4), out[-3000:]
     assert "exitcode  : 143" in out or "exitcode: 143" in out or code != 0, out[-3000:]
+
+
+@pytest.mark.launcher
+def test_a_failed_background_write_is_raised_on_every_rank_naming_rank_and_file(tmp_path):
+    pause, ck = tmp_path / "pause", tmp_path / "ck"
+    pause.mkdir()
+    proc = _torchrun("--steps", "1000", "--checkpoint-dir", str(ck), "--pause-dir", str(pause), "--pause-step", "4",
+                     "--step-sleep", "0.05")
+    _wait_for(pause / "paused-0", pause / "paused-1")
+    staging = staging_path(ck / checkpoint_name(4))
+    staging.rmdir()  # the disk goes away under the write: its directory is now a file
+    staging.write_text("not a directory")
+    (pause / "go").touch()
+    code, out = _finished(proc)
+    assert code != 0
+    for rank in (0, 1):  # raised by each rank's own rt.step(), the ranks named, the file named
+        line = next((x for x in out.splitlines() if x.startswith(f"[rank{rank}]:") and "CheckpointError" in x), "")
+        assert "rank 0" in line and "rank 1" in line and staging.name in line, out[-4000:]
+    assert latest_checkpoint(ck) is None

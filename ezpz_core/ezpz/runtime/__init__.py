@@ -201,7 +201,8 @@ class Runtime:
         time goes to :attr:`step_clock`; every ``EZPZ_STRAGGLER_EVERY`` steps
         the ranks compare their times (:mod:`ezpz.steps.straggler_exchange`: one small
         gather to rank 0 and a broadcast back, so every rank must call this every step). After a SIGTERM,
-        the ranks agree here on the step they all stop after (:attr:`preempted`).
+        the ranks agree here on the step they all stop after (:attr:`preempted`). A background checkpoint
+        save whose write ended with a failure raises it here (a :class:`~ezpz.errors.CheckpointError`).
         Returns how many
         steps have ended.
         """
