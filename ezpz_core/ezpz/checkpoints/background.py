@@ -13,8 +13,8 @@
    directory and the previous checkpoint the latest one.
 
 A failure is kept and raised as a :class:`~ezpz.errors.CheckpointError` on every rank (each rank hears the
-same outcome) by the next ``rt.step()`` after the write ended, the next save or load, or ``teardown()``,
-naming the rank and the file. The next save, a load, ``teardown()`` (also after a preemption) and the
+same outcome), naming the rank and the file: by the same ``rt.step()`` on every rank, two steps after the
+write ended (:data:`_AHEAD`), or the next save or load, or ``teardown()``, whichever comes first. The next save, a load, ``teardown()`` (also after a preemption) and the
 interpreter's exit wait for the save in flight; every collective it runs is under the process group's timeout.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,11 @@ from ezpz.errors import CheckpointError
 from ezpz.primitives import logger as _log
 
 __all__ = ["BackgroundSaves"]
+
+_AHEAD = 2
+"""A failure is raised at the step boundary this many steps after rank 0's count when its outcome was sent: ranks
+whose steps hold collectives are at most one step apart, so no rank has passed it and every rank raises at the same
+``rt.step()`` (ranks that never meet in a collective may be further apart, and then raise at their next one)."""
 
 
 class _Save:
@@ -48,10 +53,12 @@ class _Save:
 class BackgroundSaves:
     """One rank's background checkpoint writer: at most one save in flight, its failure kept until raised."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, steps: Callable[[], int] = lambda: 0) -> None:
         self.timeout_s = timeout_s
         """The background group's collective timeout: the default group's (``EZPZ_TIMEOUT``)."""
         self.host = HostCopy()
+        self._steps = steps  # the steps ended on this rank (rt.step_clock.count)
+        self._raise_at = 0
         self._group: Any = None
         self._thread: threading.Thread | None = None
         self._failure: CheckpointError | None = None
@@ -75,10 +82,12 @@ class BackgroundSaves:
             self._at_exit = True
         self._thread.start()
 
-    def check(self) -> None:
-        """At a step boundary: raise the failure of a background write that ended; never waits."""
+    def check(self, count: int) -> None:
+        """At the step boundary ending step ``count``: raise the failure of a background write that ended, at the
+        step every rank was told (:data:`_AHEAD`); never waits."""
         if self._thread is not None and not self._thread.is_alive():
-            self.wait()
+            if self._failure is None or count >= self._raise_at:
+                self.wait()
 
     def wait(self) -> None:
         """Wait for the save in flight (bounded by its collectives' timeout); raise its failure, once."""
@@ -119,12 +128,13 @@ class BackgroundSaves:
         rank = dist.get_rank() if group is not None else 0
         error = self._write_files(save, group, rank)
         if group is not None:
-            error = self._exchange(save, group, error, gather=True)
+            error, _ = self._exchange(save, group, (error, 0), gather=True)
         if error is None and rank == 0:
             error = self._complete(save)
+        raise_at = self._steps() + (_AHEAD if group is not None else 1)
         if group is not None:
-            error = self._exchange(save, group, error, gather=False)
-        self._failure = error
+            error, raise_at = self._exchange(save, group, (error, raise_at), gather=False)
+        self._failure, self._raise_at = error, raise_at
 
     @staticmethod
     def _write_files(save: _Save, group: Any, rank: int) -> CheckpointError | None:
@@ -160,18 +170,21 @@ class BackgroundSaves:
         return None
 
     @staticmethod
-    def _exchange(save: _Save, group: Any, error: CheckpointError | None, *, gather: bool) -> CheckpointError | None:
-        """Every rank's outcome gathered (the first failure wins), or rank 0's sent to all; a broken group is named."""
+    def _exchange(save: _Save, group: Any, outcome: tuple[CheckpointError | None, int], *,
+                  gather: bool) -> tuple[CheckpointError | None, int]:
+        """Every rank's outcome gathered (the first failure wins), or rank 0's (with the step to raise it at) sent to
+        all; a broken group is named."""
         import torch.distributed as dist
 
+        error, raise_at = outcome
         try:
             if gather:
                 found: list[Any] = [None] * dist.get_world_size(group)
                 dist.all_gather_object(found, error, group=group)
-                return next((e for e in found if e is not None), None)
-            box: list[Any] = [error]
+                return next((e for e in found if e is not None), None), raise_at
+            box: list[Any] = [error, raise_at]
             dist.broadcast_object_list(box, src=0, group=group)
-            return box[0] if isinstance(box[0], CheckpointError) else error
+            return (box[0] if isinstance(box[0], CheckpointError) else None), int(box[1])
         except Exception as err:  # a rank that died mid-write, or a group past its timeout
             step = "gathering every rank's write" if gather else "hearing rank 0 complete it"
             failed = CheckpointError(
@@ -180,4 +193,4 @@ class BackgroundSaves:
                 expected="every rank alive until the background write completes, within the group's timeout",
                 fix="the previous complete checkpoint is still the latest (rt.latest_checkpoint); resume from it")
             failed.__cause__ = err
-            return error or failed
+            return error or failed, raise_at

@@ -217,7 +217,7 @@ class Runtime:
             self.preemption.at_boundary(count)
         pending = self.state.background
         if pending is not None:
-            pending.check()  # a background save's failure, once its write has ended
+            pending.check(count)  # a background save's failure, once its write has ended
         return count
 
     @property
@@ -286,7 +286,8 @@ class Runtime:
 
         pending = self.state.background
         if pending is None:
-            pending = self.state.background = BackgroundSaves(self.plan.timeout_s)
+            clock = self.step_clock
+            pending = self.state.background = BackgroundSaves(self.plan.timeout_s, lambda: clock.count)
         return pending
 
     def load_checkpoint(self, directory: str | os.PathLike[str], **state: Any) -> dict[str, Any]:
