@@ -17,7 +17,7 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from ezpz.primitives import logger as _log
-from ezpz.errors import ConfigError, SetupError, UnavailableError
+from ezpz.errors import CheckpointError, ConfigError, SetupError, UnavailableError
 from ezpz.plugin_host.host import PluginHost, load_plugins
 from ezpz.inputs.settings import PluginSettings, SetupSettings
 
@@ -327,7 +327,9 @@ def _mark_started(plan: SetupPlan, failure_dir: str | None) -> None:
 def teardown() -> None:
     """Destroy the process group ezpz created (an adopted one is left to its owner); forget the runtime.
 
-    After a preemption (``rt.preempted``), it then exits with status 143 (128 + SIGTERM).
+    A background checkpoint save in flight (``rt.save_checkpoint(..., background=True)``) completes first; its
+    failure is raised once the rest is done. After a preemption (``rt.preempted``), it then exits with status 143
+    (128 + SIGTERM).
 
     With gloo, call it on every rank after its last collective: it first runs a few tiny all-reduces so that
     gloo's worker threads let go of the last ones (:mod:`ezpz.primitives.gloo_quiesce`), bounded by a short timeout, and
@@ -339,6 +341,7 @@ def teardown() -> None:
     hang_watch.stop()  # first: a slow teardown collective is no stalled step
     if _runtime is not None:
         _runtime.boundary.remove()  # the optimizer step hook setup() installed
+    failure = _finish_background_save()
     if _runtime is not None and _runtime.process_group and _runtime.owns_process_group:
         import torch
         import torch.distributed as dist
@@ -370,10 +373,24 @@ def teardown() -> None:
     preempted = _runtime is not None and _runtime.preempted
     _runtime, _runtime_settings = None, None
     _log.set_rank(None, all_ranks=False)
+    if failure is not None:  # after the rest of teardown: a failed checkpoint is never silent, even when preempted
+        raise failure
     if preempted:  # SIGTERM, and the ranks stopped at the agreed step: the status a scheduler expects
         from ezpz.steps.preemption import PREEMPTED_STATUS
 
         raise SystemExit(PREEMPTED_STATUS)
+
+
+def _finish_background_save() -> CheckpointError | None:
+    """Wait for a background checkpoint save in flight (before its group goes); its failure, raised after teardown."""
+    pending = _runtime.state.background if _runtime is not None else None
+    if pending is None:
+        return None
+    try:
+        pending.close()
+    except CheckpointError as err:
+        return err
+    return None
 
 
 def _undo_lifecycle_actions() -> None:

@@ -24,7 +24,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ezpz.checkpoints.layout import FORMAT, MARKER, VALUES, staging_path
 from ezpz.checkpoints.ownership import claim, tidy
@@ -32,9 +32,12 @@ from ezpz.checkpoints.replace import install
 from ezpz.errors import CheckpointError
 from ezpz.primitives.atomic_file import write_json_atomically
 
+if TYPE_CHECKING:
+    from ezpz.checkpoints.background import BackgroundSaves
+
 _T = TypeVar("_T")
 
-__all__ = ["load_checkpoint", "save_checkpoint"]
+__all__ = ["complete", "load_checkpoint", "quiet_single_process", "save_checkpoint", "write_error"]
 
 
 class _State:
@@ -85,7 +88,7 @@ class _State:
 
 
 @contextlib.contextmanager
-def _quiet_single_process(distributed: bool) -> Iterator[None]:
+def quiet_single_process(distributed: bool) -> Iterator[None]:
     """Without a process group DCP warns that it assumes one process, even when told so (``no_dist``): it is so."""
     if distributed:
         yield
@@ -207,17 +210,42 @@ def _values_bytes(sorted_state: _State) -> bytes:
     return out.getvalue()
 
 
-def save_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any]) -> Path:
+def complete(staging: Path, final: Path, values: bytes, world: int, kinds: Mapping[str, list[str]]) -> None:
+    """Rank 0, once every rank's shard is on disk: the values, the marker (last, synced), then the rename into place."""
+    from ezpz.checkpoints.verify import fingerprint
+
+    with open(staging / VALUES, "wb") as out:
+        out.write(values)
+        out.flush()
+        os.fsync(out.fileno())
+    files = {entry.name: fingerprint(Path(entry.path)) for entry in os.scandir(staging)
+             if entry.is_file(follow_symlinks=False)}
+    write_json_atomically(staging / MARKER, {"format": FORMAT, "world_size": world, **kinds, "files": files},
+                          fsync=True)
+    install(staging, final, claim(final))  # looked at again: nothing appeared there since prepare
+
+
+def write_error(final: Path, err: BaseException, rank: int | None = None) -> CheckpointError:
+    """A failure writing the shards, each rank's cause named (DCP's ``CheckpointException`` unpacked; else ``rank``)."""
+    where = "writing the shards" if rank is None or isinstance(getattr(err, "failures", None), dict) \
+        else f"rank {rank} writing its shard"
+    return CheckpointError(name=f"save_checkpoint({str(final)!r})", value=_failure(where, err),
+                           expected="a directory every rank can write, on a file system they all see",
+                           fix="check the path, its permissions and free space, then save again")
+
+
+def save_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any],
+                    background: BackgroundSaves | None = None) -> Path:
     """Write ``state`` as a checkpoint at ``directory`` (complete last); every rank calls it. Returns the path.
 
     Rank 0 decides first, for every rank, whether the path is free, an empty directory or an ezpz
     checkpoint (:func:`~ezpz.checkpoints.ownership.claim`); anything else is refused before a byte is written.
+    With ``background``, the tensors are copied to host memory and written by its thread
+    (:mod:`ezpz.checkpoints.background`): this returns once the copy is made, before the files are.
     """
     import torch
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
-
-    from ezpz.checkpoints.verify import fingerprint
 
     final = _path(directory, "save_checkpoint")
     sorted_state = _State(state, "save_checkpoint")
@@ -237,28 +265,21 @@ def save_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any])
         final.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
 
+    if background is not None:
+        background.wait()  # the one in flight first: its failure is raised here, before this one starts
     _on_rank0("save_checkpoint", final, "prepare", prepare, distributed)
+    world = torch.distributed.get_world_size() if distributed else 1
+    if background is not None:
+        background.start(final, staging, sorted_state.tensor_state(), values[0] if values else b"",
+                         sorted_state.kinds(), world)
+        return final
     try:
-        with _quiet_single_process(distributed):
+        with quiet_single_process(distributed):
             dcp.save(sorted_state.tensor_state(), checkpoint_id=staging, no_dist=not distributed)
     except (Exception, CheckpointException) as err:  # DCP's own error derives from BaseException
-        raise CheckpointError(name=f"save_checkpoint({str(final)!r})", value=_failure("writing the shards", err),
-                              expected="a directory every rank can write, on a file system they all see",
-                              fix="check the path, its permissions and free space, then save again") from err
-    world = torch.distributed.get_world_size() if distributed else 1
-
-    def complete() -> None:
-        with open(staging / VALUES, "wb") as out:
-            out.write(values[0])
-            out.flush()
-            os.fsync(out.fileno())
-        files = {entry.name: fingerprint(Path(entry.path)) for entry in os.scandir(staging)
-                 if entry.is_file(follow_symlinks=False)}
-        write_json_atomically(staging / MARKER, {"format": FORMAT, "world_size": world, **sorted_state.kinds(),
-                                                 "files": files}, fsync=True)
-        install(staging, final, claim(final))  # looked at again: nothing appeared there since prepare
-
-    _on_rank0("save_checkpoint", final, "complete it", complete, distributed)
+        raise write_error(final, err) from err
+    _on_rank0("save_checkpoint", final, "complete it",
+              lambda: complete(staging, final, values[0], world, sorted_state.kinds()), distributed)
     return final
 
 
@@ -310,7 +331,7 @@ def load_checkpoint(directory: str | os.PathLike[str], state: Mapping[str, Any])
         mine.__cause__ = err
     _agree("load_checkpoint", path, mine, distributed)
     try:
-        with _quiet_single_process(distributed):
+        with quiet_single_process(distributed):
             dcp.load(tensors, storage_reader=SafeReader(path), planner=SafeLoadPlanner(), no_dist=not distributed)
         for key, module in sorted_state.modules.items():
             set_model_state_dict(module, tensors[key])

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the exchange (with statistics, decimal, fractions) loads on
     import torch
     from torch.distributed.device_mesh import DeviceMesh
 
+    from ezpz.checkpoints.background import BackgroundSaves
     from ezpz.steps.clock import StepClock
     from ezpz.steps.preemption import Preemption
     from ezpz.steps.straggler_exchange import StragglerWatch
@@ -200,7 +201,8 @@ class Runtime:
         time goes to :attr:`step_clock`; every ``EZPZ_STRAGGLER_EVERY`` steps
         the ranks compare their times (:mod:`ezpz.steps.straggler_exchange`: one small
         gather to rank 0 and a broadcast back, so every rank must call this every step). After a SIGTERM,
-        the ranks agree here on the step they all stop after (:attr:`preempted`).
+        the ranks agree here on the step they all stop after (:attr:`preempted`). A background checkpoint
+        save whose write ended with a failure raises it here (a :class:`~ezpz.errors.CheckpointError`).
         Returns how many
         steps have ended.
         """
@@ -213,6 +215,9 @@ class Runtime:
             watch.report(count, self.step_clock.recent())
         if self.preemption.requested:
             self.preemption.at_boundary(count)
+        pending = self.state.background
+        if pending is not None:
+            pending.check(count)  # a background save's failure, once its write has ended
         return count
 
     @property
@@ -243,7 +248,7 @@ class Runtime:
 
         torch.save(obj, f, **kwargs)
 
-    def save_checkpoint(self, directory: str | os.PathLike[str], **state: Any) -> Path:
+    def save_checkpoint(self, directory: str | os.PathLike[str], *, background: bool = False, **state: Any) -> Path:
         """Save ``state`` as a sharded checkpoint at ``directory``; every rank calls it, with the same names.
 
         ``state`` holds modules (plain, DDP, FSDP2), optimizers (with the module they optimize),
@@ -256,10 +261,34 @@ class Runtime:
         group's timeout (``EZPZ_TIMEOUT``). Returns the checkpoint's path. ``directory`` must be free, an empty
         directory or an ezpz checkpoint (replaced atomically); anything else is refused with a
         :class:`~ezpz.errors.CheckpointError` before anything is written. See ``docs/checkpoints.md``.
+
+        ``background=True`` returns once the tensors are copied to host memory and writes in a thread
+        (:mod:`ezpz.checkpoints.background`); the directory appears complete only after every rank's files
+        are on disk. The next save, a load, ``teardown()`` and the interpreter's exit wait for it; its
+        failure is raised on every rank at the next :meth:`step` after it ended, or at those. A save waits
+        for a background one in flight before it starts.
         """
         from ezpz.checkpoints.sharded import save_checkpoint
 
-        return save_checkpoint(directory, state)
+        if not isinstance(background, bool):
+            from ezpz.errors import CheckpointError
+
+            raise CheckpointError(name="rt.save_checkpoint(background)", value=background, expected="True or False",
+                                  fix="pass background=True to write in a thread, or leave it out")
+        pending = self.background_saves() if background else self.state.background
+        if pending is not None and not background:
+            pending.wait()  # a synchronous save after a background one: that one completes (or fails) first
+        return save_checkpoint(directory, state, pending if background else None)
+
+    def background_saves(self) -> BackgroundSaves:
+        """This rank's background checkpoint writer (``state.background``), made at the first background save."""
+        from ezpz.checkpoints.background import BackgroundSaves
+
+        pending = self.state.background
+        if pending is None:
+            clock = self.step_clock
+            pending = self.state.background = BackgroundSaves(self.plan.timeout_s, lambda: clock.count)
+        return pending
 
     def load_checkpoint(self, directory: str | os.PathLike[str], **state: Any) -> dict[str, Any]:
         """Restore the modules, optimizers and stateful objects in ``state`` in place; return the plain values.
@@ -271,6 +300,8 @@ class Runtime:
         """
         from ezpz.checkpoints.sharded import load_checkpoint
 
+        if self.state.background is not None:
+            self.state.background.wait()  # a background save in flight completes first: it may be this directory
         return load_checkpoint(directory, state)
 
     @staticmethod

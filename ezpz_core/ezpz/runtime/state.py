@@ -1,4 +1,4 @@
-"""What changes while a runtime is in use: the step clock, the preemption state, the step boundary and the meshes.
+"""What changes while a runtime is in use: the step clock, preemption, the step boundary, meshes, background saves.
 
 :class:`~ezpz.runtime.Runtime` itself is frozen: its fields say what ``setup()`` decided and never change. What
 moves as the script runs lives here, in one named, mutable object (``rt.state``), so "the runtime" and "where the
@@ -18,6 +18,8 @@ from ezpz.steps.preemption import Preemption
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
+
+    from ezpz.checkpoints.background import BackgroundSaves
 
     from ezpz.steps.straggler_exchange import StragglerWatch
 
@@ -41,3 +43,5 @@ class RuntimeState:
     """After a SIGTERM: the step every rank stops after (``rt.preempted``)."""
     meshes: dict[MeshKey, DeviceMesh] = field(factory=dict)
     """The DeviceMeshes ``rt.mesh(**dims)`` built, by their dimensions: each is built once."""
+    background: BackgroundSaves | None = None
+    """Background checkpoint saves (``rt.save_checkpoint(..., background=True)``), made at the first one."""
