@@ -30,7 +30,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -41,6 +41,7 @@ from attrs import field
 from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.base import Command
+from ezpz.launch_drivers.host_channels import HostChannels, LostChannel
 from ezpz.launch_drivers.marked import marked_processes
 from ezpz.launch_drivers.run import exit_code
 
@@ -76,6 +77,9 @@ class AttemptResult:
     """The records named a host (``names_host``), and the attempt was ended without waiting for the launcher."""
     ended_by_watch: bool = False
     """The caller's ``watch`` asked for the attempt to end (e.g. ``--replace-stragglers``), and it was ended."""
+    lost_channel: LostChannel | None = None
+    """The launcher's connection to a host that ended first, before any rank recorded a failure or exited
+    (:mod:`ezpz.launch_drivers.host_channels`; watched only when ``channel_hosts`` is given)."""
     log: Path | None = None
 
 
@@ -205,10 +209,12 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                 interrupts: Interrupts, idle_timeout_s: float | None = None, grace_s: float = 10.0,
                 log_path: Path | None = None, sink: IO[bytes] | None = None, failure_dir: Path | None = None,
                 failure_grace_s: float | None = None, names_host: Callable[[], bool] | None = None,
-                watch: Callable[[], bool] | None = None) -> AttemptResult:
+                watch: Callable[[], bool] | None = None,
+                channel_hosts: Sequence[str] | None = None) -> AttemptResult:
     """Run ``command`` once (raises OSError if it cannot start); see the module docstring.
 
     ``watch`` is called about once a second while the job runs; when it returns True the job is ended.
+    ``channel_hosts``: the hosts whose launcher connections to watch (:class:`HostChannels`).
     """
     env = dict(environ)
     env.update(command.env)
@@ -227,6 +233,7 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         pump = _Pump(read_fd, sink, log)
         pump.start()
         interrupts.group = proc.pid
+        channels = HostChannels(proc.pid, channel_hosts, failure_dir) if channel_hosts else None
         alive: tuple[int, ...] = ()
         timed_out, idle, after_failure, on_named, by_watch = False, 0.0, False, False, False
         first_record: float | None = None
@@ -238,6 +245,10 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                     interrupts.wake.clear()
                 now = time.monotonic()
                 idle = now - pump.last
+                if channels is not None:
+                    if interrupts.stopped or timed_out or after_failure or on_named or by_watch:
+                        channels.stop()  # ezpz itself is ending the job: connections close in any order
+                    channels.poll()
                 if failure_dir is not None and now >= next_look and (first_record is None or named_at is None):
                     next_look = now + 1.0
                     if first_record is None and _has_record(failure_dir):
@@ -264,6 +275,8 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                                           if p.rank is not None and p.attempt == str(attempt)}))
                     _end_group(proc, grace_s)
         finally:
+            if channels is not None:
+                channels.stop()
             if proc.poll() is None:  # an exception (not a signal) got us here
                 _end_group(proc, 0.0)
             proc.wait()
@@ -275,7 +288,9 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         return AttemptResult(attempt=attempt, status=status, timed_out=timed_out, interrupted=interrupts.stopped,
                              idle_s=round(idle, 1), wall_s=round(time.monotonic() - started, 1),
                              progress=pump.progress, alive_ranks=alive, ended_after_failure=after_failure,
-                             ended_on_named_host=on_named, ended_by_watch=by_watch, log=log_path)
+                             ended_on_named_host=on_named, ended_by_watch=by_watch, log=log_path,
+                             lost_channel=channels.lost if channels is not None and not (
+                                 interrupts.stopped or timed_out or after_failure or on_named or by_watch) else None)
     finally:
         if log is not None:
             log.close()
