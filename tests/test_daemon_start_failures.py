@@ -142,7 +142,11 @@ def test_real_connections_their_end_order_from_pidfds(tmp_path):
     try:
         kids = [int(p) for p in launcher.stdout.readline().split()]
         watch = HostChannels(launcher.pid, ("n1", "n2", "n3"), tmp_path)
-        watch.poll()
+        for _ in range(100):  # the waiter thread finds them (every 20 ms while some are missing)
+            watch.poll()
+            if len(watch._pids) == 2:
+                break
+            time.sleep(0.02)
         assert sorted(h for h, _ in watch._pids.values()) == ["n2", "n3"]
         os.kill(kids[0], signal.SIGKILL)
         time.sleep(0.3)

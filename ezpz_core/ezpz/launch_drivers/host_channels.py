@@ -44,6 +44,11 @@ _DEPTH = 3
 _SCAN_EVERY_S = 1.0
 """After the start-up: how often to look for new connections (the liveness of known ones is checked every poll)."""
 _STARTUP_S = 30.0
+_FAST_S = 10.0
+"""For this long after the launcher starts, until every remote host's connection is found, the waiter thread looks
+for new ones every :data:`_FAST_SCAN_S` (or five times a scan's own duration, on a node with many processes): a
+node that is down ends its connection within moments."""
+_FAST_SCAN_S = 0.02
 
 
 @frozen(kw_only=True)
@@ -112,6 +117,10 @@ class HostChannels:
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = os.pipe() if hasattr(os, "pidfd_open") and proc == "/proc" else (-1, -1)
         self._waiter: threading.Thread | None = None
+        self._scan_every = _FAST_SCAN_S
+        if self._wake_r >= 0:  # the waiter looks for connections from the start (see _FAST_S)
+            self._waiter = threading.Thread(target=self._wait, name="ezpz-host-channels", daemon=True)
+            self._waiter.start()
 
     def stop(self) -> None:
         """The launcher is being ended (or is gone): losses from now on are its doing. Ends the waiter."""
@@ -132,22 +141,24 @@ class HostChannels:
         self._fds, self._wake_r, self._wake_w = {}, -1, -1
 
     def _watch_exit(self, pid: int) -> None:
-        """Wait on ``pid``'s pidfd in the waiter thread (started on the first), when the kernel has pidfds."""
+        """Wait on ``pid``'s pidfd in the waiter thread, when the kernel has pidfds."""
         if self._wake_r < 0:
             return
         try:
             fd = os.pidfd_open(pid)
         except OSError:
             return
-        with self._lock:
-            self._fds[fd] = pid
-        if self._waiter is None:
-            self._waiter = threading.Thread(target=self._wait, name="ezpz-host-channels", daemon=True)
-            self._waiter.start()
-        else:
+        self._fds[fd] = pid  # under the lock: called from _scan
+        if threading.current_thread() is not self._waiter:
             os.write(self._wake_w, b"+")
 
     def _wait(self) -> None:
+        try:
+            self._waiting()
+        except Exception:  # bookkeeping: never a traceback in the job's output; the main thread's polls go on
+            self.done = True
+
+    def _waiting(self) -> None:
         while not self.done:
             poller = select.poll()
             with self._lock:
@@ -155,8 +166,10 @@ class HostChannels:
             for fd in fds:
                 poller.register(fd, select.POLLIN)
             poller.register(self._wake_r, select.POLLIN)
+            fast = time.monotonic() - self.started < _FAST_S and \
+                len({h for h, _ in list(self._pids.values())}) < len(self.hosts) - 1
             try:
-                ready = [fd for fd, _ in poller.poll(1000)]
+                ready = [fd for fd, _ in poller.poll(int(1000 * self._scan_every) if fast else 1000)]
             except OSError:
                 return
             now = time.monotonic()
@@ -171,12 +184,19 @@ class HostChannels:
                 for fd in ready:
                     self._fds.pop(fd, None)
                 self._ended += [(now, pid, calm) for pid in exited]
+            if fast and not self.done:
+                self._scan()
+                self._scan_every = max(_FAST_SCAN_S, 5 * (time.monotonic() - now))
 
     def _alive(self, pid: int) -> bool:
         found = _parent_and_state(pid, self.proc)
         return found is not None and found[1] not in ("Z", "X")
 
     def _scan(self) -> None:
+        with self._lock:
+            self._scan_locked()
+
+    def _scan_locked(self) -> None:
         try:
             entries = [int(e.name) for e in os.scandir(self.proc) if e.name.isdigit()]
         except OSError:
@@ -215,28 +235,36 @@ class HostChannels:
 
     def poll(self) -> None:
         """Look once (cheap: the known connections' ``/proc`` entries; all processes every second at most after
-        the start-up)."""
+        the start-up). Never raises: an error ends the watching, never the attempt."""
         if self.done or self.lost is not None:
             return
+        try:
+            self._poll()
+        except Exception:  # bookkeeping: whatever /proc holds must not stop the supervision
+            self.stop()
+
+    def _poll(self) -> None:
         now = time.monotonic()
-        if now >= self._next_scan:
+        if now >= self._next_scan and (self._waiter is None or now - self.started >= _FAST_S):
             self._scan()
             self._next_scan = now + (0.0 if now - self.started < _STARTUP_S else _SCAN_EVERY_S)
         if not self._pids:
             return
+        with self._lock:
+            pids = dict(self._pids)
         up: dict[str, list[int]] = {}
-        for pid, (host, _) in self._pids.items():
+        for pid, (host, _) in pids.items():
             if self._alive(pid):
                 up.setdefault(host, []).append(pid)
-        gone = sorted({h for h, _ in self._pids.values()} - set(up))
+        gone = sorted({h for h, _ in pids.values()} - set(up))
         if not gone:
             return
         with self._lock:  # the waiter's order, from when it saw the ends: the first host, alone
             ended = sorted(self._ended)
         if ended:
-            first = self._pids[ended[0][1]][0]
-            together = any(t - ended[0][0] < 0.002 and self._pids[p][0] != first  # the same wake-up, or nearly
-                           for t, p, _ in ended[1:])
+            first = pids[ended[0][1]][0]
+            # another host's connection ended in the same wake-up of the waiter, or nearly: no order to go by
+            together = any(t - ended[0][0] < 0.002 and pids[p][0] != first for t, p, _ in ended[1:])
             up = {h: v for h, v in up.items() if h != first} | {h: [] for h in gone if h != first}
             gone = [first] if not together else gone
             alone = len(gone) == 1 and bool(up) and ended[0][2]
@@ -244,6 +272,6 @@ class HostChannels:
             alone = len(gone) == 1 and bool(up) and self._alive(self.launcher_pid) and self._quiet()
         self.stop()  # only the first loss can be the cause
         if alone:
-            pid, (host, command) = next((p, hc) for p, hc in self._pids.items() if hc[0] == gone[0])
+            pid, (host, command) = next((p, hc) for p, hc in pids.items() if hc[0] == gone[0])
             self.lost = LostChannel(host=host, pid=pid, command=command, still_up=sorted(up),
                                     after_s=round(now - self.started, 1))
