@@ -125,6 +125,7 @@ def test_a_loss_after_a_record_or_together_or_after_the_launcher_is_no_cause(tmp
             (root / "100" / "stat").write_text("100 (mpiexec) Z 1 0 0\n")
         watch.poll()
         assert watch.lost is None and watch.done, case
+        assert ("ended together" in watch.note) == (case == "both"), watch.note
 
 
 def test_real_connections_their_end_order_from_pidfds(tmp_path):

@@ -78,6 +78,8 @@ class AttemptResult:
     ended_by_watch: bool = False
     """The caller's ``watch`` asked for the attempt to end (e.g. ``--replace-stragglers``), and it was ended."""
     lost_channel: LostChannel | None = None
+    channel_note: str = ""
+    """Why a connection that ended was not kept as the cause."""
     """The launcher's connection to a host that ended first, before any rank recorded a failure or exited
     (:mod:`ezpz.launch_drivers.host_channels`; watched only when ``channel_hosts`` is given)."""
     log: Path | None = None
@@ -290,7 +292,8 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                              progress=pump.progress, alive_ranks=alive, ended_after_failure=after_failure,
                              ended_on_named_host=on_named, ended_by_watch=by_watch, log=log_path,
                              lost_channel=channels.lost if channels is not None and not (
-                                 interrupts.stopped or timed_out or after_failure or on_named or by_watch) else None)
+                                 interrupts.stopped or timed_out or after_failure or on_named or by_watch) else None,
+                             channel_note=channels.note if channels is not None else "")
     finally:
         if log is not None:
             log.close()

@@ -108,6 +108,8 @@ class HostChannels:
         self.launcher_pid, self.hosts, self.failure_dir, self.proc = launcher_pid, tuple(hosts), failure_dir, proc
         self.started = time.monotonic()
         self.lost: LostChannel | None = None
+        self.note = ""
+        """Why no loss was kept, when one was seen (told as evidence set aside)."""
         self.done = False
         self._pids: dict[int, tuple[str, str]] = {}  # pid -> (host, command)
         self._seen: set[int] = set()
@@ -267,10 +269,16 @@ class HostChannels:
             together = any(t - ended[0][0] < 0.002 and pids[p][0] != first for t, p, _ in ended[1:])
             up = {h: v for h, v in up.items() if h != first} | {h: [] for h in gone if h != first}
             gone = [first] if not together else gone
-            alone = len(gone) == 1 and bool(up) and ended[0][2]
+            calm = ended[0][2]
         else:
-            alone = len(gone) == 1 and bool(up) and self._alive(self.launcher_pid) and self._quiet()
+            calm = self._alive(self.launcher_pid) and self._quiet()
+        alone = len(gone) == 1 and bool(up) and calm
         self.stop()  # only the first loss can be the cause
+        if not alone:
+            self.note = (f"the launcher's connections to {', '.join(gone)} ended "
+                         + ("together (no order to go by)" if len(gone) > 1 else
+                            "with no other host's connection up" if not up else
+                            "after a rank recorded a failure or exited, or with the launcher"))
         if alone:
             pid, (host, command) = next((p, hc) for p, hc in pids.items() if hc[0] == gone[0])
             self.lost = LostChannel(host=host, pid=pid, command=command, still_up=sorted(up),

@@ -106,6 +106,8 @@ class AttemptFacts:
     """The ranks' ``started``/``ended`` markers (None: not read)."""
     lost_channel: LostChannel | None = None
     """The launcher's connection to a host that ended first, before any rank recorded or exited."""
+    channel_note: str = ""
+    """Why a connection that ended was not taken as the cause (said as evidence set aside)."""
 
 
 @frozen(kw_only=True)
@@ -280,6 +282,8 @@ def _lost_channel(facts: AttemptFacts, set_aside: list[tuple[str, str]]) -> dict
     """The host whose launcher connection ended first, while the launcher and the other connections ran."""
     lost = facts.lost_channel
     if lost is None:
+        if facts.channel_note:
+            set_aside.append(("connection", f"{facts.channel_note}: too little to tell which failed"))
         return {}
     if lost.host not in facts.hosts:
         set_aside.append(("connection", f"the launcher's connection to {lost.host} ended first, but it is not an "

@@ -357,7 +357,8 @@ class Supervisor:
                              timed_out=result.timed_out, interrupted=result.interrupted, progress=result.progress,
                              alive_ranks=result.alive_ranks, log_hits=log_hits(text, self.signatures, hosts),
                              first_failure=first_failure(text, hosts), markers=markers,
-                             lost_channel=result.lost_channel if daemon_failed(text) else None)
+                             lost_channel=result.lost_channel if daemon_failed(text) else None,
+                             channel_note=result.channel_note if daemon_failed(text) else "")
         return classify(facts, spares_left=len(pool.spares), prior_progress=self.prior_progress,
                         attempts_left=limit - k, min_nodes=self.options.min_nodes, lost_before=self.lost)
 
