@@ -14,7 +14,10 @@ same way, so a failure the ranks already named does not wait for the watchdog.
 Sooner still, when ``names_host`` (asked once a second while records exist)
 says the records already name a host to exclude, the attempt is ended
 :data:`SETTLE_S` seconds later (for the other ranks' records to land): the
-launcher would only be waiting for the lost node.
+launcher would only be waiting for the lost node. With ``channel_hosts``, the
+launcher's connections to those hosts are watched
+(:class:`~ezpz.launch_drivers.host_channels.HostChannels`): the first to end
+on its own names the host when the launcher names none.
 
 Interrupts are handled by :class:`Interrupts` (one for the whole retry loop):
 the first SIGINT/SIGTERM/SIGHUP is forwarded to the job's group and stops the
@@ -78,10 +81,10 @@ class AttemptResult:
     ended_by_watch: bool = False
     """The caller's ``watch`` asked for the attempt to end (e.g. ``--replace-stragglers``), and it was ended."""
     lost_channel: LostChannel | None = None
-    channel_note: str = ""
-    """Why a connection that ended was not kept as the cause."""
     """The launcher's connection to a host that ended first, before any rank recorded a failure or exited
     (:mod:`ezpz.launch_drivers.host_channels`; watched only when ``channel_hosts`` is given)."""
+    channel_note: str = ""
+    """Why a connection that ended was not kept as the cause."""
     log: Path | None = None
 
 
