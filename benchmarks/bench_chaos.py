@@ -17,9 +17,19 @@ other than the first (namespace 0 runs ``ezpz launch``, ``mpiexec`` and rank 0):
   of a CPU for the whole run (a CPU cgroup; SIGSTOP is not used there: Open MPI's ``mpiexec`` forwards the
   SIGCONT to the job, and stopped while it starts its daemons it exits 0 having run nothing);
 - ``shrink``: a node killed (the spare replaces it), then another once the next attempt is past its resume step
-  (no spare left: the world shrinks from 3 to 2 ranks).
+  (no spare left: the world shrinks from 3 to 2 ranks);
+- ``mpiexec_stopped``: Open MPI's ``mpiexec`` SIGSTOPped for 3 s as the first attempt's daemons start (once one is
+  running), then SIGCONT: it can exit 0 having run nothing (the job must not be reported a success: the attempt is
+  ``false_success`` and runs again; no host is struck, so none may be excluded);
+- ``daemon_death``: a node killed, then, as the next attempt's daemons start (before any rank runs there), a
+  second node's Open MPI daemon (``orted``) SIGKILLed, and only it.
 
-Per kind: runs, completed (exit 0), stopped naming the right first cause (``sigterm_in_restart``: exit 143 and
+Every run passes ``--expect-ezpz`` (the job calls ``setup()`` on every rank), so an attempt whose launcher exits 0
+with no rank reported in is judged against the ranks' markers.
+
+Per kind: runs, completed (exit 0), false successes (exit 0 while a rank of the last attempt never wrote its
+``ended-<rank>`` marker or the log lacks the last step), struck nodes named (excluded by a verdict), stopped naming
+the right first cause (``sigterm_in_restart``: exit 143 and
 ``first cause: attempt 0: bad_host``; any other stop must print a first cause), hangs (a run still going after
 ``--deadline`` seconds is killed and counted), hosts wrongly blamed (excluded but not a node the fault struck), and
 steps lost beyond the last complete checkpoint (an attempt resuming from an older step than the newest checkpoint
@@ -51,7 +61,7 @@ from netns import NetBed, cannot_make_namespaces, net_bed  # noqa: E402
 from netns_launch import SHARDED, clean_nodes, launch_on_bed, ns_pids, signal_pids  # noqa: E402
 
 KINDS = ("kill", "link", "hang", "slow", "sigterm", "kill_in_restart", "kill_in_save", "sigterm_in_restart",
-         "launcher_slow", "shrink")
+         "launcher_slow", "shrink", "mpiexec_stopped", "daemon_death")
 STOPS = {"sigterm_in_restart"}
 """Kinds whose right end is a stop (exit 143), not a completed job."""
 TIMEOUT_S = 20
@@ -59,6 +69,43 @@ STEP = re.compile(r"\[ezpz\] step\s+(\d+)")
 COMPLETE = re.compile(r"\[ezpz\] checkpoint step (\d+) complete")
 STARTED = re.compile(r"\[ezpz\] attempt (\d+): world size (\d+); started from step (\d+)")
 RUNNING = re.compile(r"ezpz launch: attempt (\d+): running: ")
+STOP_MPIEXEC_S = 3.0
+"""How long ``mpiexec_stopped`` holds ``mpiexec`` stopped."""
+
+
+def _named(bed: NetBed, i: int, names: tuple[str, ...]) -> list[int]:
+    """The processes in node ``i``'s namespace whose command name is one of ``names``."""
+    found = []
+    for pid in ns_pids(bed, i):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() in names:
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _daemons_starting(bed: NetBed) -> bool:
+    """An Open MPI daemon runs on some node other than the launcher's (the start-up is under way)."""
+    return any(_named(bed, i, ("orted", "prted")) for i in range(1, len(bed.addresses)))
+
+
+def _false_success(status: int | None, text: str, steps: int, job_dir: Path) -> bool:
+    """Exit 0 without the job done: the last step missing from the log, or a rank of the last attempt (by its
+    verdict's world size) without its ``ended-<rank>`` marker."""
+    if status != 0:
+        return False
+    if not re.search(rf"\[ezpz\] step\s+{steps}\b", text):
+        return True
+    attempts = sorted(job_dir.glob("attempt-*"), key=lambda d: int(d.name.split("-")[1]))
+    if not attempts:
+        return True
+    try:
+        world = int(json.loads((attempts[-1] / "verdict.json").read_text()).get("world_size") or 0)
+    except (OSError, ValueError):
+        return True
+    failures = attempts[-1] / "failures"
+    return world < 1 or any(not (failures / f"ended-{r}").exists() for r in range(world))
 
 
 def _rank_pids(bed: NetBed, i: int, attempt: int | None = None) -> list[int]:
@@ -161,11 +208,11 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
         struck.add(a[first])
     lines: list[tuple[float, str]] = []
     p = launch_on_bed(bed, tmp, name, ["--auto-retry", "--nhosts", "3", "--spare-nodes", "1", "--min-nodes", "2",
-                                       "--timeout", "120"], list(a), job, timeout_s=TIMEOUT_S, merged=True)
+                                       "--timeout", "120", "--expect-ezpz"], list(a), job, timeout_s=TIMEOUT_S, merged=True)
     reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), ln)) for ln in iter(p.stdout.readline, "")],
                               daemon=True)
     reader.start()
-    fault_at, stage, stop_slow = None, 0, threading.Event()
+    fault_at, stage, stop_slow, rank_first = None, 0, threading.Event(), None
     t0 = time.monotonic()
     cap = None
     if kind == "launcher_slow":  # node 0 (ezpz launch, mpiexec, rank 0) gets a third of a CPU for the whole run
@@ -174,10 +221,20 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
         fault_at = t0
     while p.poll() is None and time.monotonic() - t0 < deadline_s:
         seen = [ln for _, ln in lines]
+        if kind == "mpiexec_stopped":
+            if stage == 0 and _daemons_starting(bed):
+                mpiexec = _named(bed, 0, ("mpiexec", "mpirun", "orterun", "prterun"))
+                if mpiexec:
+                    stage, fault_at = 2, time.monotonic()
+                    signal_pids(mpiexec, signal.SIGSTOP)
+                    time.sleep(STOP_MPIEXEC_S)
+                    signal_pids(mpiexec, signal.SIGCONT)
+            time.sleep(0.02)
+            continue
         if stage == 0 and kind != "launcher_slow" and any((m := STEP.search(ln)) and int(m.group(1)) >= at_step
                                                           for ln in seen):
             stage, fault_at = 1, time.monotonic()
-            if kind in ("kill", "kill_in_restart", "sigterm_in_restart", "shrink"):
+            if kind in ("kill", "kill_in_restart", "sigterm_in_restart", "shrink", "daemon_death"):
                 struck.add(a[first])
                 signal_pids(ns_pids(bed, first), signal.SIGKILL)
             elif kind == "link":
@@ -204,6 +261,16 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
             else:
                 stage = 2
                 signal_pids([p.pid], signal.SIGTERM)  # the ip-netns-exec'd ezpz launch: same pid
+        elif stage == 1 and kind == "daemon_death" and any((m := RUNNING.search(ln)) and m.group(1) == "1"
+                                                           for ln in seen):
+            daemon = _named(bed, second, ("orted", "prted"))  # attempt 1's daemon there, before its rank runs
+            if daemon:
+                stage, rank_first = 2, bool(_rank_pids(bed, second, attempt=1))
+                struck.add(a[second])
+                signal_pids(daemon, signal.SIGKILL)
+            else:
+                time.sleep(0.01)
+                continue
         elif stage == 1 and kind == "shrink":
             starts = [(i, int(m.group(3))) for i, ln in enumerate(seen)
                       if (m := STARTED.search(ln)) and m.group(1) == "1"]
@@ -228,6 +295,7 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
                                                           key=lambda v: int(v.parent.name.split("-")[1]))]
     excluded = [h for v in verdicts for h in v["verdict"].get("exclude", [])]
     wrong = sorted(set(excluded) - struck)
+    named = sorted(struck & set(excluded))
     cause = re.search(r"ezpz launch: first cause: (.*)", text)
     if kind in STOPS:
         right_stop = p.returncode == 143 and cause is not None and cause.group(1).startswith("attempt 0: bad_host")
@@ -236,12 +304,15 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
     lost, resumes = _steps_lost(text)
     row = {"kind": kind, "struck": sorted(struck), "at_step": at_step, "status": p.returncode,
            "completed": p.returncode == 0, "stopped_right": right_stop and p.returncode != 0, "hung": hung,
-           "excluded": excluded, "wrong": wrong, "outcomes": [v["verdict"]["outcome"] for v in verdicts],
+           "excluded": excluded, "wrong": wrong, "named": named,
+           "false_success": _false_success(p.returncode, text, steps, job_dir),
+           "rank_before_daemon_died": rank_first, "outcomes": [v["verdict"]["outcome"] for v in verdicts],
            "world_sizes": [v.get("world_size") for v in verdicts], "resumes": resumes, "steps_lost": lost,
            "first_cause": cause.group(1)[:300] if cause else None,
            "fault_to_end_s": round(time.monotonic() - fault_at, 1) if fault_at else None,
            "wall_s": round(time.monotonic() - t0, 1)}
-    good = (row["completed"] if kind not in STOPS else row["stopped_right"]) and not wrong and not hung and not lost
+    good = ((row["completed"] if kind not in STOPS else row["stopped_right"]) and not wrong and not hung and not lost
+            and not row["false_success"])
     if not good:  # keep the evidence: each attempt's verdict and the log's tail
         row["verdicts"] = [v["verdict"] for v in verdicts]
         row["log_tail"] = text[-6000:]
@@ -257,21 +328,25 @@ def _table(runs: list[dict]) -> dict:
                            "stopped_right": sum(r["stopped_right"] for r in rows),
                            "hangs": sum(r["hung"] for r in rows), "wrong_hosts": sum(len(r["wrong"]) for r in rows),
                            "steps_lost": sum(r["steps_lost"] for r in rows),
+                           "false_successes": sum(r.get("false_success", False) for r in rows),
+                           "struck": sum(len(r["struck"]) for r in rows),
+                           "named": sum(len(r.get("named", [])) for r in rows),
                            "mean_wall_s": round(sum(r["wall_s"] for r in rows) / len(rows), 1)}
     return table
 
 
+_COLUMNS = (("runs", 4), ("completed", 9), ("false_successes", 15), ("stopped_right", 13), ("hangs", 5),
+            ("wrong_hosts", 11), ("struck", 6), ("named", 5), ("steps_lost", 10))
+
+
 def print_table(table: dict, title: str) -> None:
     print(title)
-    print(f"{'kind':19} {'runs':>4} {'completed':>9} {'stopped,right cause':>19} {'hangs':>5} {'wrong hosts':>11} "
-          f"{'steps lost':>10} {'mean s':>6}")
+    print(f"{'kind':19} " + " ".join(f"{name:>{width}}" for name, width in _COLUMNS) + f" {'mean_s':>6}")
     for kind, r in table.items():
-        print(f"{kind:19} {r['runs']:4d} {r['completed']:9d} {r['stopped_right']:19d} {r['hangs']:5d} "
-              f"{r['wrong_hosts']:11d} {r['steps_lost']:10d} {r['mean_wall_s']:6.1f}")
-    tot = {k: sum(r[k] for r in table.values()) for k in ("runs", "completed", "stopped_right", "hangs",
-                                                          "wrong_hosts", "steps_lost")}
-    print(f"{'all':19} {tot['runs']:4d} {tot['completed']:9d} {tot['stopped_right']:19d} {tot['hangs']:5d} "
-          f"{tot['wrong_hosts']:11d} {tot['steps_lost']:10d}")
+        print(f"{kind:19} " + " ".join(f"{r.get(name, 0):{width}d}" for name, width in _COLUMNS)
+              + f" {r['mean_wall_s']:6.1f}")
+    print(f"{'all':19} " + " ".join(f"{sum(r.get(name, 0) for r in table.values()):{width}d}"
+                                     for name, width in _COLUMNS))
 
 
 def soak(faults: int, seed: int, steps: int, kinds: tuple[str, ...], net: int = 60, deadline_s: float = 360,
@@ -279,9 +354,9 @@ def soak(faults: int, seed: int, steps: int, kinds: tuple[str, ...], net: int = 
     """Run ``faults`` seeded faults (kinds in turn, shuffled) and return one row per run."""
     rng = random.Random(seed)
     plan = []
-    for i in range(faults):
+    for i in range(faults):  # the kinds in turn, from a different one each seed (fewer faults than kinds)
         first, second = rng.sample((1, 2), 2)
-        plan.append((kinds[i % len(kinds)], (first, second), rng.randint(7, steps - 8)))
+        plan.append((kinds[(i + seed * faults) % len(kinds)], (first, second), rng.randint(7, steps - 8)))
     rng.shuffle(plan)
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="ezpz-chaos-") as d, net_bed(4, net=net) as bed:

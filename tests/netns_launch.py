@@ -43,10 +43,11 @@ def launch_on_bed(bed: NetBed, tmp: Path, name: str, ezpz_args: list[str], hosts
                   timeout_s: int = 20, merged: bool = False, **env_extra: str) -> subprocess.Popen:
     """``ezpz launch --launcher mpiexec --ppn 1`` from node 0 on ``hosts``, job dir ``<tmp>/<name>-job``."""
     (tmp / f"{name}.hosts").write_text("".join(h + "\n" for h in hosts))
-    # each node its own Open MPI session directory, as separate machines would have (tests/test_netns_failover.py)
+    # each node its own Open MPI session directory, as separate machines would have (tests/test_netns_failover.py);
+    # not exec'd: like ssh, the launcher's child names the host and lives as long as the node's daemon
     agent = tmp / "agent-tmpdir.sh"
     agent.write_text(f'#!/bin/sh\nhost=$1; shift\nmkdir -p /tmp/ompi-$host\n'
-                     f'exec {bed.agent(tmp / "agent.sh")} "$host" "OMPI_MCA_orte_tmpdir_base=/tmp/ompi-$host $*"\n')
+                     f'{bed.agent(tmp / "agent.sh")} "$host" "OMPI_MCA_orte_tmpdir_base=/tmp/ompi-$host $*"\n')
     agent.chmod(0o755)
     env = node_env(EZPZ_TIMEOUT=str(timeout_s), OMPI_MCA_plm_rsh_agent=str(agent), EZPZ_HANG_BUDGET_WARMUP="3",
                    OMPI_MCA_oob_tcp_if_include="198.18.0.0/15", OMPI_MCA_btl_tcp_if_include="198.18.0.0/15",

@@ -14,7 +14,10 @@ same way, so a failure the ranks already named does not wait for the watchdog.
 Sooner still, when ``names_host`` (asked once a second while records exist)
 says the records already name a host to exclude, the attempt is ended
 :data:`SETTLE_S` seconds later (for the other ranks' records to land): the
-launcher would only be waiting for the lost node.
+launcher would only be waiting for the lost node. With ``channel_hosts``, the
+launcher's connections to those hosts are watched
+(:class:`~ezpz.launch_drivers.host_channels.HostChannels`): the first to end
+on its own names the host when the launcher names none.
 
 Interrupts are handled by :class:`Interrupts` (one for the whole retry loop):
 the first SIGINT/SIGTERM/SIGHUP is forwarded to the job's group and stops the
@@ -30,7 +33,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -41,6 +44,7 @@ from attrs import field
 from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.base import Command
+from ezpz.launch_drivers.host_channels import HostChannels, LostChannel
 from ezpz.launch_drivers.marked import marked_processes
 from ezpz.launch_drivers.run import exit_code
 
@@ -76,6 +80,11 @@ class AttemptResult:
     """The records named a host (``names_host``), and the attempt was ended without waiting for the launcher."""
     ended_by_watch: bool = False
     """The caller's ``watch`` asked for the attempt to end (e.g. ``--replace-stragglers``), and it was ended."""
+    lost_channel: LostChannel | None = None
+    """The launcher's connection to a host that ended first, before any rank recorded a failure or exited
+    (:mod:`ezpz.launch_drivers.host_channels`; watched only when ``channel_hosts`` is given)."""
+    channel_note: str = ""
+    """Why a connection that ended was not kept as the cause."""
     log: Path | None = None
 
 
@@ -205,10 +214,12 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                 interrupts: Interrupts, idle_timeout_s: float | None = None, grace_s: float = 10.0,
                 log_path: Path | None = None, sink: IO[bytes] | None = None, failure_dir: Path | None = None,
                 failure_grace_s: float | None = None, names_host: Callable[[], bool] | None = None,
-                watch: Callable[[], bool] | None = None) -> AttemptResult:
+                watch: Callable[[], bool] | None = None,
+                channel_hosts: Sequence[str] | None = None) -> AttemptResult:
     """Run ``command`` once (raises OSError if it cannot start); see the module docstring.
 
     ``watch`` is called about once a second while the job runs; when it returns True the job is ended.
+    ``channel_hosts``: the hosts whose launcher connections to watch (:class:`HostChannels`).
     """
     env = dict(environ)
     env.update(command.env)
@@ -227,6 +238,7 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         pump = _Pump(read_fd, sink, log)
         pump.start()
         interrupts.group = proc.pid
+        channels = HostChannels(proc.pid, channel_hosts, failure_dir) if channel_hosts else None
         alive: tuple[int, ...] = ()
         timed_out, idle, after_failure, on_named, by_watch = False, 0.0, False, False, False
         first_record: float | None = None
@@ -238,6 +250,10 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                     interrupts.wake.clear()
                 now = time.monotonic()
                 idle = now - pump.last
+                if channels is not None:
+                    if interrupts.stopped or timed_out or after_failure or on_named or by_watch:
+                        channels.stop()  # ezpz itself is ending the job: connections close in any order
+                    channels.poll()
                 if failure_dir is not None and now >= next_look and (first_record is None or named_at is None):
                     next_look = now + 1.0
                     if first_record is None and _has_record(failure_dir):
@@ -264,6 +280,8 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                                           if p.rank is not None and p.attempt == str(attempt)}))
                     _end_group(proc, grace_s)
         finally:
+            if channels is not None:
+                channels.stop()
             if proc.poll() is None:  # an exception (not a signal) got us here
                 _end_group(proc, 0.0)
             proc.wait()
@@ -275,7 +293,10 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         return AttemptResult(attempt=attempt, status=status, timed_out=timed_out, interrupted=interrupts.stopped,
                              idle_s=round(idle, 1), wall_s=round(time.monotonic() - started, 1),
                              progress=pump.progress, alive_ranks=alive, ended_after_failure=after_failure,
-                             ended_on_named_host=on_named, ended_by_watch=by_watch, log=log_path)
+                             ended_on_named_host=on_named, ended_by_watch=by_watch, log=log_path,
+                             lost_channel=channels.lost if channels is not None and not (
+                                 interrupts.stopped or timed_out or after_failure or on_named or by_watch) else None,
+                             channel_note=channels.note if channels is not None else "")
     finally:
         if log is not None:
             log.close()

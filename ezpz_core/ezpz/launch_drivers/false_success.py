@@ -9,7 +9,8 @@ any rank of this attempt wrote a marker, an earlier attempt of the same launch d
 (``--expect-ezpz``). A plain command that never calls ``setup()`` writes none and is never judged. When judged,
 an exit 0 is ``false_success`` if a rank never started or started and never ended. The hosts named are those
 whose ranks started and then went silent, from their own markers; ranks that never started name no host (a
-slow healthy node looks the same).
+slow healthy node looks the same). When no rank started at all, the evidence names the launcher's own host: the
+launcher ran nothing (Open MPI's ``mpiexec`` stopped there while it started its daemons), and no node is excluded.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _ranks(ranks: list[int]) -> str:
 
 
 def judge_markers(markers: Markers, world_size: int, *, known_ezpz: bool, attempts_left: int,
-                  rank_hosts: Mapping[int, str] | None = None, spares_left: int = 0) -> Verdict | None:
+                  rank_hosts: Mapping[int, str] | None = None, spares_left: int = 0,
+                  launcher_host: str | None = None) -> Verdict | None:
     """The ``false_success`` verdict for an attempt whose launcher exited 0, or None when the markers agree (or
     are no evidence: the command is not known to use ezpz).
 
@@ -51,6 +53,9 @@ def judge_markers(markers: Markers, world_size: int, *, known_ezpz: bool, attemp
         planned = sorted({rank_hosts[r] for r in never if rank_hosts and r in rank_hosts})
         evidence.append(f"rank(s) {_ranks(never)} never started (no host blamed: a slow node looks the same"
                         + (f"; planned on {', '.join(planned)}" if planned else "") + ")")
+    if not markers.started and launcher_host:
+        evidence.append(f"no rank reported in at all: the launcher on {launcher_host} (where ezpz launch runs) "
+                        f"exited 0 having run nothing, so the fault is there, not on a rank's node")
     if silent:
         evidence.append(f"rank(s) {_ranks(silent)} started and never ended, on host(s) "
                         f"{', '.join(hosts) or 'unknown'}")

@@ -5,7 +5,10 @@ it, the failure records its ranks wrote (:mod:`ezpz.failures.record`), the
 ranks still running when it went silent, which rank ran on which host, the
 launcher's line naming the first rank to fail
 (:mod:`ezpz.launch_drivers.first_failure`), and (only for ranks killed without
-a chance to write) failure signatures found in its log. :func:`classify` answers with a :class:`Verdict`: the outcome, whether
+a chance to write) failure signatures found in its log; when none of these names a host, the ranks' own markers
+(:mod:`ezpz.failures.rank_markers`: the one host whose ranks started and then stopped reporting while every other
+rank ended or wrote a record) and the launcher's connection to a host that ended first
+(:mod:`ezpz.launch_drivers.host_channels`). :func:`classify` answers with a :class:`Verdict`: the outcome, whether
 to retry, the hosts to exclude, the evidence, and each rejected alternative.
 
 Termination matrix (first row that applies wins):
@@ -29,7 +32,10 @@ bad_host              records name hosts (missing ranks, a hang roll call), or t
                       then its abort's doing; so are up hosts that only
                       accuse each other), or the one host whose ranks
                       all vanished while every other host wrote a record,
-                      or (no records) a log signature; enough spares left
+                      or (no records) a log signature, or (nothing else)
+                      the one host whose ranks started and stopped
+                      reporting (markers), or whose launcher connection
+                      ended first; enough spares left
 shrink                bad hosts named, too few spares, and with             exclude, swap in the spares
                       ``--min-nodes K`` (``min_nodes``) K or more healthy   left, run on fewer hosts
                       hosts remain
@@ -54,11 +60,13 @@ from collections.abc import Mapping, Sequence
 
 from attrs import field
 
+from ezpz.failures.rank_markers import Markers
 from ezpz.failures.record import FailureRecord
 from ezpz.failures.signatures import FailureSignature
 from ezpz.primitives.converters import as_dict, as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.first_failure import FirstFailure
+from ezpz.launch_drivers.host_channels import LostChannel
 
 __all__ = ["OUTCOMES", "AttemptFacts", "LogHit", "Verdict", "backoff_s", "classify", "log_hits", "records_name_hosts",
            "same_hosts_cannot_succeed"]
@@ -94,6 +102,12 @@ class AttemptFacts:
     alive_ranks: tuple[int, ...] = field(default=(), converter=as_tuple)
     log_hits: tuple[LogHit, ...] = field(default=(), converter=as_tuple)
     first_failure: FirstFailure | None = None
+    markers: Markers | None = None
+    """The ranks' ``started``/``ended`` markers (None: not read)."""
+    lost_channel: LostChannel | None = None
+    """The launcher's connection to a host that ended first, before any rank recorded or exited."""
+    channel_note: str = ""
+    """Why a connection that ended was not taken as the cause (said as evidence set aside)."""
 
 
 @frozen(kw_only=True)
@@ -232,7 +246,53 @@ def _blame(facts: AttemptFacts) -> tuple[dict[str, list[str]], list[tuple[str, s
                                          f"({hit.reason}) does not blame the host"))
     elif facts.log_hits:
         set_aside.append(("log", f"{len(facts.log_hits)} log signature(s) not needed: the records decided"))
+    if not blamed and facts.status != 0:  # the launcher named no host (Open MPI's daemon start-up failure)
+        blamed.update(_stopped_reporting(facts, wrote, set_aside) or _lost_channel(facts, set_aside))
     return blamed, set_aside
+
+
+def _stopped_reporting(facts: AttemptFacts, wrote: set[str], set_aside: list[tuple[str, str]]
+                       ) -> dict[str, list[str]]:
+    """The one host whose every rank started (``started-<rank>``) and then went silent (no ``ended``, no record)
+    while every rank on every other host ended or wrote a record: ezpz's own markers name it."""
+    m = facts.markers
+    if m is None or not m.started or not facts.rank_hosts:
+        return {}
+    on: dict[str, list[int]] = {}
+    for rank, host in facts.rank_hosts.items():
+        on.setdefault(host, []).append(rank)
+    recorded = {r.rank for r in facts.records}
+    silent = [h for h, ranks in on.items() if h not in wrote
+              and all(r in m.started and r not in m.ended and r not in recorded for r in ranks)]
+    done = [h for h, ranks in on.items() if all(r in m.ended or r in recorded for r in ranks)]
+    if len(silent) != 1 or len(done) != len(on) - 1:
+        if silent:
+            set_aside.append(("markers", f"host(s) {', '.join(sorted(silent))} stopped reporting, but "
+                                         + ("more than one did" if len(silent) > 1 else
+                                            "ranks on other hosts neither ended nor wrote a record")
+                                         + ": too little to tell which failed"))
+        return {}
+    h = silent[0]
+    return {h: [f"ezpz's markers: every rank on host {h} ({', '.join(map(str, sorted(on[h])))}) started and stopped "
+                f"reporting (no ended-<rank> marker, no record) while the {len(facts.rank_hosts) - len(on[h])} "
+                f"rank(s) on the other host(s) ended or recorded; the launcher named no host"]}
+
+
+def _lost_channel(facts: AttemptFacts, set_aside: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """The host whose launcher connection ended first, while the launcher and the other connections ran."""
+    lost = facts.lost_channel
+    if lost is None:
+        if facts.channel_note:
+            set_aside.append(("connection", f"{facts.channel_note}: too little to tell which failed"))
+        return {}
+    if lost.host not in facts.hosts:
+        set_aside.append(("connection", f"the launcher's connection to {lost.host} ended first, but it is not an "
+                                        f"active host"))
+        return {}
+    return {lost.host: [f"the launcher's connection to host {lost.host} (pid {lost.pid}: {lost.command!r}) ended "
+                        f"{lost.after_s:g} s in, first, before any rank recorded a failure or exited, while the "
+                        f"launcher and its connections to {', '.join(lost.still_up)} ran; the launcher named no "
+                        f"host"]}
 
 
 def records_name_hosts(records: Sequence[FailureRecord], rank_hosts: Mapping[int, str], hosts: Sequence[str]

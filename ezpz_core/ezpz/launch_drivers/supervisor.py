@@ -39,7 +39,7 @@ from typing import IO
 import attrs
 
 from ezpz.errors import ConfigError
-from ezpz.failures.rank_markers import read_markers
+from ezpz.failures.rank_markers import Markers, read_markers
 from ezpz.failures.record import FailureRecord, read_failures, read_failures_verbose
 from ezpz.failures.signatures import FailureSignature
 from ezpz.launch_drivers import DeviceSlots, LaunchPlan, load, prepare, select
@@ -47,6 +47,7 @@ from ezpz.launch_drivers.allocation_split import HostPool, active_hosts_wanted, 
 from ezpz.launch_drivers.attempt import AttemptResult, Interrupts, run_attempt
 from ezpz.launch_drivers.false_success import judge_markers
 from ezpz.launch_drivers.first_failure import first_failure
+from ezpz.launch_drivers.host_channels import daemon_failed
 from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
 from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts,
@@ -241,7 +242,8 @@ class Supervisor:
                                  log_path=adir / "output.log" if kept else None, sink=self.sink,
                                  failure_dir=fdir if kept else None,
                                  failure_grace_s=o.failure_grace or None, names_host=names_host,
-                                 watch=follower.poll)
+                                 watch=follower.poll,
+                                 channel_hosts=active if self.pool is not None and kept else None)
         except OSError as error:
             self.say(f"{P}: error: cannot run {plan.command.argv[0]!r}: {error.strerror or error}. "
                      f"Fix: put it on PATH (load your MPI or Slurm module), or pick another with --launcher")
@@ -249,16 +251,17 @@ class Supervisor:
         self.status = result.status
         records = read_failures(fdir)
         self._say_how_it_ended(result, records, rank_hosts, follower)
+        markers = read_markers(fdir)
         if result.ended_by_watch and follower.replace is not None and not stop.stopped:
             verdict = follower.replace
         else:
-            verdict = self._judge(result, records, rank_hosts, plan)
-        markers = read_markers(fdir)
+            verdict = self._judge(result, records, rank_hosts, plan, markers)
         self.ezpz_seen = self.ezpz_seen or markers.any
         if verdict.outcome == "success":  # a launcher's exit 0 checked against the ranks' own markers
             verdict = judge_markers(markers, plan.layout.n, known_ezpz=self.ezpz_seen or o.expect_ezpz,
                                     attempts_left=o.limit - k, rank_hosts=rank_hosts,
-                                    spares_left=len(self.pool.spares) if self.pool else 0) or verdict
+                                    spares_left=len(self.pool.spares) if self.pool else 0,
+                                    launcher_host=socket.gethostname()) or verdict
             self.status = 1 if verdict.outcome == "false_success" else self.status
         self.prior_progress = result.progress
         self._say_verdict(verdict)
@@ -331,7 +334,7 @@ class Supervisor:
                      f"{ppn} per host): {self.shrank}; the job resumes from its last complete checkpoint")
 
     def _judge(self, result: AttemptResult, records: list[FailureRecord], rank_hosts: dict[int, str],
-               plan: LaunchPlan) -> Verdict:
+               plan: LaunchPlan, markers: Markers) -> Verdict:
         k, limit, pool = self.attempt, self.options.limit, self.pool
         hosts = plan.layout.allocation.hosts[: plan.layout.nodes]
         if pool is None:  # --retries: a failure runs again on the same hosts, up to the limit, unless it cannot succeed
@@ -353,7 +356,9 @@ class Supervisor:
         facts = AttemptFacts(attempt=k, status=result.status, hosts=hosts, rank_hosts=rank_hosts, records=records,
                              timed_out=result.timed_out, interrupted=result.interrupted, progress=result.progress,
                              alive_ranks=result.alive_ranks, log_hits=log_hits(text, self.signatures, hosts),
-                             first_failure=first_failure(text, hosts))
+                             first_failure=first_failure(text, hosts), markers=markers,
+                             lost_channel=result.lost_channel if daemon_failed(text) else None,
+                             channel_note=result.channel_note if daemon_failed(text) else "")
         return classify(facts, spares_left=len(pool.spares), prior_progress=self.prior_progress,
                         attempts_left=limit - k, min_nodes=self.options.min_nodes, lost_before=self.lost)
 

@@ -1,0 +1,161 @@
+"""A node's Open MPI daemon dying while the job starts, and ``mpiexec`` stopped then: Open MPI names no node (or a
+healthy one). ezpz names the node from its own evidence: the ranks' markers, the launcher's connection that ended
+first (:mod:`ezpz.launch_drivers.host_channels`); a launcher exit 0 with no rank reported in is ``false_success``
+naming the launcher's host. Recorded Open MPI output: tests/fixtures/open_mpi_start_up (README there)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ezpz.failures.rank_markers import Markers
+from ezpz.failures.record import FailureRecord
+from ezpz.launch_drivers.false_success import judge_markers
+from ezpz.launch_drivers.first_failure import first_failure
+from ezpz.launch_drivers.host_channels import HostChannels, LostChannel
+from ezpz.launch_drivers.log_signatures import LAUNCHER_SIGNATURES
+from ezpz.launch_drivers.retry import AttemptFacts, classify, log_hits
+
+RECORDED = Path(__file__).parent / "fixtures" / "open_mpi_start_up"
+HOSTS = ("198.18.51.1", "198.18.51.2", "198.18.51.4")  # attempt 1 of the recorded daemon_death run
+RANK_HOSTS = dict(enumerate(HOSTS))
+
+
+
+def _facts(text: str, status: int, **kw) -> AttemptFacts:
+    return AttemptFacts(attempt=1, status=status, hosts=HOSTS, rank_hosts=RANK_HOSTS, progress=False,
+                        log_hits=log_hits(text, LAUNCHER_SIGNATURES, HOSTS), first_failure=first_failure(text, HOSTS),
+                        **kw)
+
+
+def test_open_mpi_names_no_failed_node_when_a_daemon_dies_at_start_up():
+    text = (RECORDED / "daemon_death.log").read_text()
+    v = classify(_facts(text, 137, markers=Markers(started={}, ended={})), spares_left=0, prior_progress=True,
+                 attempts_left=3, min_nodes=2)
+    assert v.outcome == "unknown" and v.exclude == ()  # the healthy spare Open MPI names (.4) is not blamed
+
+
+def test_the_connection_that_ended_first_names_the_node():
+    text = (RECORDED / "daemon_death.log").read_text()
+    lost = LostChannel(host="198.18.51.2", pid=4037, command="/bin/sh agent.sh 198.18.51.2 orted",
+                       still_up=("198.18.51.4",), after_s=1.2)
+    v = classify(_facts(text, 137, markers=Markers(started={}, ended={}), lost_channel=lost), spares_left=0,
+                 prior_progress=True, attempts_left=3, min_nodes=2)
+    assert v.outcome == "shrink" and v.exclude == ("198.18.51.2",), v
+    assert "connection to host 198.18.51.2" in v.evidence[0] and "198.18.51.4 ran" in v.evidence[0]
+
+
+def test_records_outrank_a_lost_connection():
+    lost = LostChannel(host="198.18.51.2", pid=1, command="ssh 198.18.51.2 orted", still_up=("198.18.51.4",))
+    lost_peer = FailureRecord(attempt=1, rank=0, host="198.18.51.1", kind="lost_peer", first_line="rank 2 gone",
+                              missing_ranks=(2,))
+    v = classify(_facts("", 1, records=(lost_peer,), lost_channel=lost), spares_left=1)
+    assert v.exclude == ("198.18.51.4",)
+
+
+def test_markers_name_the_one_host_whose_ranks_stopped_reporting():
+    both = Markers(started={0: "198.18.51.1", 1: "198.18.51.2", 2: "198.18.51.4"},
+                   ended={0: "198.18.51.1", 2: "198.18.51.4"})
+    v = classify(_facts("", 137, markers=both), spares_left=1)
+    assert v.outcome == "bad_host" and v.exclude == ("198.18.51.2",), v
+    assert v.evidence[0].startswith("ezpz's markers: every rank on host 198.18.51.2 (1) started and stopped")
+    # a rank on another host neither ended nor recorded: too little to tell; two hosts silent: the same
+    for markers in (Markers(started=both.started, ended={0: "198.18.51.1"}),
+                    Markers(started=both.started, ended={})):
+        v = classify(_facts("", 137, markers=markers), spares_left=1)
+        assert v.outcome == "unknown" and v.exclude == () and any(k == "markers" for k, _ in v.rejected), v
+    # a rank that recorded (SIGTERMed by the launcher) reported to the end
+    term = FailureRecord(attempt=1, rank=2, host="198.18.51.4", kind="signal", first_line="SIGTERM")
+    v = classify(_facts("", 137, markers=Markers(started=both.started, ended={0: "198.18.51.1"}), records=(term,)),
+                 spares_left=1)
+    assert v.exclude == ("198.18.51.2",)
+
+
+def test_a_stopped_mpiexec_exit_0_is_a_false_success_naming_the_launchers_host():
+    text = (RECORDED / "mpiexec_stopped.log").read_text()
+    assert first_failure(text, HOSTS) is None  # Open MPI's line names a healthy node (.2), not a failure
+    v = judge_markers(Markers(started={}, ended={}), 3, known_ezpz=True, attempts_left=2,
+                      rank_hosts=RANK_HOSTS, spares_left=1, launcher_host="vm")
+    assert v is not None and v.outcome == "false_success" and v.retry and v.exclude == ()
+    assert any("the launcher on vm (where ezpz launch runs) exited 0 having run nothing" in e for e in v.evidence)
+
+
+def _proc(root: Path, pid: int, ppid: int, argv: list[str], env: dict[str, str] | None = None,
+          state: str = "S") -> None:
+    d = root / str(pid)
+    d.mkdir()
+    (d / "stat").write_text(f"{pid} ({Path(argv[0]).name}) {state} {ppid} 0 0\n")
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (d / "environ").write_bytes(b"".join(f"{k}={v}\0".encode() for k, v in (env or {}).items()))
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proc"
+    root.mkdir(parents=True)
+    _proc(root, 100, 1, ["mpiexec", "-n", "3", "--host", "n1,n2,n3"])
+    _proc(root, 101, 100, ["ssh", "-x", "n2", "orted", "-mca", "ess_base_vpid", "1"])
+    _proc(root, 102, 100, ["ssh", "-x", "user@n3", "orted"])
+    _proc(root, 103, 100, ["python", "train.py", "--master", "n2"], {"OMPI_COMM_WORLD_RANK": "0"})  # a rank
+    return root
+
+
+def test_host_channels_keep_the_connection_that_ended_first(tmp_path):
+    root, fdir = _tree(tmp_path), tmp_path / "failures"
+    fdir.mkdir()
+    watch = HostChannels(100, ("n1", "n2", "n3"), fdir, proc=str(root))
+    watch.poll()
+    assert watch.lost is None and sorted(h for h, _ in watch._pids.values()) == ["n2", "n3"]  # not the rank
+    (root / "101" / "stat").write_text("101 (ssh) Z 100 0 0\n")  # ended, not yet reaped by mpiexec
+    watch.poll()
+    assert watch.lost is not None and watch.lost.host == "n2" and watch.lost.still_up == ("n3",)
+
+
+def test_a_loss_after_a_record_or_together_or_after_the_launcher_is_no_cause(tmp_path):
+    for case in ("record", "both", "launcher"):
+        root, fdir = _tree(tmp_path / case), tmp_path / case / "failures"
+        fdir.mkdir()
+        watch = HostChannels(100, ("n1", "n2", "n3"), fdir, proc=str(root))
+        watch.poll()
+        os.rename(root / "101", root / "gone")
+        if case == "record":
+            (fdir / "rank-1.json").write_text("{}")
+        elif case == "both":
+            os.rename(root / "102", root / "gone2")
+        else:
+            (root / "100" / "stat").write_text("100 (mpiexec) Z 1 0 0\n")
+        watch.poll()
+        assert watch.lost is None and watch.done, case
+        assert ("ended together" in watch.note) == (case == "both"), watch.note
+
+
+def test_real_connections_their_end_order_from_pidfds(tmp_path):
+    """A stand-in launcher with one child per host (``python -c ... HOST``, like ``ssh HOST orted``); one killed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import subprocess, sys, time\n"
+              "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', h]) for h in ('n2', 'n3')]\n"
+              "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+              "time.sleep(60)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        kids = [int(p) for p in launcher.stdout.readline().split()]
+        watch = HostChannels(launcher.pid, ("n1", "n2", "n3"), tmp_path)
+        for _ in range(100):  # the waiter thread finds them (every 20 ms while some are missing)
+            watch.poll()
+            if len(watch._pids) == 2:
+                break
+            time.sleep(0.02)
+        assert sorted(h for h, _ in watch._pids.values()) == ["n2", "n3"]
+        os.kill(kids[0], signal.SIGKILL)
+        time.sleep(0.3)
+        os.kill(kids[1], signal.SIGKILL)  # later: the launcher ending the rest
+        time.sleep(0.3)
+        watch.poll()
+        assert watch.lost is not None and watch.lost.host == "n2" and watch.lost.still_up == ("n3",), watch.lost
+        assert watch.done and watch._waiter is None or not watch._waiter.is_alive()
+    finally:
+        launcher.kill()
+        launcher.wait()
