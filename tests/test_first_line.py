@@ -15,6 +15,8 @@ import pytest
 from conftest import clean_env, need_tool
 from test_real_launchers import free_port
 
+pytestmark = pytest.mark.one_torch  # launch plumbing: the main job's first line: runs on the pinned torch only (docs/ci.md)
+
 RECORDED = {  # environments as each launcher sets them (the detectors' docstrings cite the sources)
     "torchrun: 4 ranks on 2 nodes (TORCHELASTIC_RUN_ID, RANK)": {
         "TORCHELASTIC_RUN_ID": "j", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "RANK": "2", "WORLD_SIZE": "4",

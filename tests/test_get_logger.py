@@ -11,6 +11,8 @@ import ezpz
 from conftest import clean_env, run_python
 from ezpz.errors import ConfigError
 
+pytestmark = pytest.mark.one_torch  # ezpz's own output: its logger: runs on the pinned torch only (docs/ci.md)
+
 LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\[I\]\[__main__:\d+\] step 3 loss=0.250$")
 SCRIPT = """
 import ezpz

@@ -25,6 +25,8 @@ from ezpz.policies import parse_device_request
 from ezpz.inputs.settings import PluginSettings, SetupSettings
 from test_cli_support import ezpz
 
+pytestmark = pytest.mark.one_torch  # ezpz's checks of hostile inputs (files, host names, numbers): runs on the pinned torch only (docs/ci.md)
+
 #: Address space the child may add once torch and ezpz are imported. The cap is measured, not guessed: a CUDA
 #: build of torch alone maps about 3 GiB (torch 2.15.0+cu132, more with more OpenMP threads), a CPU build 0.6 GiB.
 #: Reading a never-ending PBS_NODEFILE unbounded took 11 GB; ezpz's bounded reader needs 64 MiB.

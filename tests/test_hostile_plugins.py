@@ -15,6 +15,8 @@ import pytest
 from conftest import ROOT, clean_env, last_json, pip_install_target, run_python
 from test_cli_support import ezpz
 
+pytestmark = pytest.mark.one_torch  # the plugin host's quarantine of hostile plugins: runs on the pinned torch only (docs/ci.md)
+
 HOSTILE = sorted((ROOT / "tests" / "hostile_plugins").glob("ezpz-test-*"))
 
 SETUP = """

@@ -36,6 +36,7 @@ NOT_TORCH = {
     "_getframe": "sys._getframe, the standard library's",
     "_current_frames": "sys._current_frames, the standard library's",
     "_SubParsersAction": "argparse's (the type of add_subparsers())",
+    "_ActionsContainer": "argparse's (the common base of a parser and an argument group)",
     "_XLAC": "torch_xla's C extension (ezpz-tpu's lazy_steps.py: the step's graph text, read inside a guard)",
     "_get_xla_tensors_hlo": "torch_xla's graph-debugging call (ezpz-tpu's lazy_steps.py, guarded by the step marker)",
     "_maybe_convert_to_cpu": "torch_xla's xm.save helper (ezpz-tpu's lazy_steps.py; without it, sync then .cpu())",
