@@ -14,7 +14,7 @@ from attrs import field
 from ezpz.primitives.converters import as_tuple
 from ezpz.primitives.frozen_records import frozen
 from ezpz.staging.fanout import SHARED, assign
-from ezpz.staging.node_agent import Stream, read_msg, send_msg
+from ezpz.staging.node_agent import Stream, accept_each, read_msg, send_msg
 
 __all__ = ["CopyRecord", "Coordinator", "Delivery"]
 
@@ -54,15 +54,7 @@ class Coordinator:
         self.sock = socket.create_server(("", 0))
         self.port = self.sock.getsockname()[1]
         self.events: queue.Queue[tuple[str, dict[str, object] | None, Stream | None]] = queue.Queue()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+        threading.Thread(target=accept_each, args=(self.sock, self._read), daemon=True).start()
 
     def _read(self, conn: socket.socket) -> None:
         stream = conn.makefile("rwb")

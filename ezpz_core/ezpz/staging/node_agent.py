@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -20,14 +21,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["RANK_VARS", "SHARED", "STAMP", "Stream", "held_here", "identify", "main", "read_msg", "relocate_tree",
-           "rewrite_text",
-           "send_msg", "staged_path"]
+__all__ = ["RANK_VARS", "SHARED", "STAMP", "Stream", "accept_each", "held_here", "identify", "main", "read_msg",
+           "relocate_tree", "rewrite_text", "send_msg", "staged_path"]
 
 SHARED = "<shared file system>"  # the same string as ezpz.staging.fanout.SHARED (this file imports no ezpz module)
+_log = logging.getLogger("ezpz.staging.agent")
 STAMP = ".ezpz-staged.json"
 """Written inside the unpacked environment last: its presence with the plan's sha256 means 'staged here'."""
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "PALS_RANKID", "SLURM_PROCID", "FLUX_TASK_RANK")
@@ -118,6 +120,16 @@ def read_msg(stream: Stream) -> dict[str, object] | None:
     return json.loads(line) if line.strip() else None
 
 
+def accept_each(sock: socket.socket, handle: Callable[[socket.socket], None]) -> None:
+    """Hand each connection ``sock`` accepts to ``handle``, in a daemon thread of its own, until ``sock`` is closed."""
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+
 class _Server(threading.Thread):
     """Serves this node's tarball to peers: ``GET <sha256>`` -> ``OK <size>`` and the bytes, or ``NO <why>``."""
 
@@ -128,12 +140,7 @@ class _Server(threading.Thread):
         self.sock = socket.create_server(("", int(str(plan["data_port"]))), reuse_port=False)
 
     def run(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+        accept_each(self.sock, self._one)
 
     def _one(self, conn: socket.socket) -> None:
         timeout = float(str(self.plan["copy_timeout"]))
@@ -306,12 +313,13 @@ def main(argv: list[str] | None = None) -> int:
                 reply = _fetch(plan, str(order["source"]), host, server) if server else {"ok": False, "error": broken}
                 send_msg(stream, {"op": "done", "host": host, **reply})
     except (OSError, ValueError) as e:
-        print(f"staging agent on {host}: coordinator connection ended: {e}", file=sys.stderr, flush=True)
+        _log.warning("staging agent on %s: coordinator connection ended: %s", host, e)
     finally:
         if server is not None:
             server.sock.close()
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the agent's own process: its stderr is the agents' log
+    logging.basicConfig(stream=sys.stderr, format="%(message)s")
     sys.exit(main())
