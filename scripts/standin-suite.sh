@@ -46,7 +46,7 @@ if [ $# -gt 0 ]; then
   "$PY" -m pytest "$@"
 else  # as scripts/test.sh runs the core suite: two workers, then the network-namespace nodes one at a time
   rc=0
-  "$PY" -m pytest tests -q -ra -n 2 --dist loadfile -m "not netns" || rc=$?
+  "$PY" -m pytest tests -q -ra -n 2 --dist loadgroup -m "not netns" || rc=$?
   "$PY" -m pytest tests -q -ra -m netns || rc=$((rc ? rc : $?))
   exit $rc
 fi

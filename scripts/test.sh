@@ -48,6 +48,7 @@ summary() {
 prep="" prep_pid=""
 finish() {
   if [ -n "$prep_pid" ]; then kill -- "-$prep_pid" 2>/dev/null || true; wait "$prep_pid" 2>/dev/null || true; fi
+  if [ -n "${xla_pid:-}" ]; then kill -- "-$xla_pid" 2>/dev/null || true; wait "$xla_pid" 2>/dev/null || true; fi
   if [ -n "$prep" ]; then rm -rf "$prep"; fi
   summary
 }
@@ -75,10 +76,13 @@ DOCS=("mkdocs==1.6.1" "mkdocs-material==9.8.1" "mkdocstrings[python]==1.0.8" "mk
 PINS=${EZPZ_TEST_PINS:-constraints.txt}
 TORCH_PIN=$(grep -m1 '^torch==' "$PINS") || { echo "$PINS pins no torch (a line torch==VERSION)" >&2; exit 2; }
 t=$SECONDS
-# --no-compile: a run compiles what it imports; byte-compiling every module of torch at install cost 27 s of CPU
-# here (pip install torch==2.13.0 into a fresh venv: 40.1 s of CPU with, 12.3 s without), once per venv.
-$PY -m pip install -q --no-compile -c "$PINS" "$TORCH_PIN" setuptools build "${TOOLS[@]}" "${DOCS[@]}"
+# Byte-compiled at install, as pip does for users: machines of CI's kind set PYTHONDONTWRITEBYTECODE=1, so a module
+# without its .pyc is compiled again by every process that imports it (docs/ci.md: `--no-compile` here cost CI
+# about 1,000 s; `import torch` 1.8 s of CPU with its bytecode, about 4 s without).
+$PY -m pip install -q -c "$PINS" "$TORCH_PIN" setuptools build "${TOOLS[@]}" "${DOCS[@]}"
 $PY -m pip install -q -c "$PINS" --no-build-isolation -e ".[port,kit]" "${present[@]/#/-e}"
+# The editable sources' bytecode, written once here (pip compiles only what it installs; the same reason as above).
+$PY -m compileall -q -j 2 ezpz_core/ezpz "${present[@]}" >/dev/null
 # DeepSpeed for tests/test_deepspeed.py: an sdist, so no build isolation (an isolated build would pull an unpinned
 # torch) and no ops prebuilt (DS_BUILD_OPS=0; the CPU path JIT-builds what it needs).
 DS_BUILD_OPS=0 $PY -m pip install -q -c "$PINS" --no-build-isolation "deepspeed==0.19.8"
@@ -161,6 +165,28 @@ prepared() {
   fi
   row $((SECONDS - t)) "$([ $rc = 0 ] && echo ok || echo failed)" "waited for the background prepare ($(sed -n 's/^=== prepare exit .* in \(.*\) ===$/\1/p' "$prep/prepare.log") in all)"
 }
+# ezpz-tpu for real on XLA's CPU runtime: torch 2.9.0 + torch-xla 2.9.0 in a venv of its own (about 7 GB, once;
+# under CI the venv is a temporary one, deleted after). In the background (start_xla), its output in a log that
+# wait_xla prints when it ended, with its row in the summary.
+xla_pid="" xla_done="" xla_start=0
+XLA_LABEL="scripts/xla-suite.sh: ezpz-tpu on XLA's CPU runtime"
+start_xla() {
+  echo; echo "=== $XLA_LABEL: started in the background (log $prep/xla.log) ==="
+  xla_start=$SECONDS
+  # A process group of its own (setsid), so an early exit of this script stops it and its tests (finish).
+  env EZPZ_XLA_VENV="${XLA_VENV:-$ROOT/.venv-xla}" EZPZ_XLA_DIST="${dist:-}" \
+    setsid bash scripts/xla-suite.sh -q -ra -p no:cacheprovider >"$prep/xla.log" 2>&1 </dev/null &
+  xla_pid=$!
+}
+wait_xla() {
+  local rc=0
+  wait "$xla_pid" || rc=$?
+  xla_pid="" xla_done=1
+  echo; echo "=== $XLA_LABEL (ran in the background) ==="
+  cat "$prep/xla.log"
+  if [ $rc != 0 ]; then echo "=== FAILED (exit $rc): $XLA_LABEL ==="; status=1; fi
+  row $((SECONDS - xla_start)) "$([ $rc = 0 ] && echo ok || echo FAILED)" "$XLA_LABEL (beside the next stage)"
+}
 # The one-GPU stand-in pass: in scripts/compat.sh on the newest torch; here (on the pinned torch, the tests the core
 # pass records as touching the host: tests/host_touch.py) only when the compatibility suite does not run.
 HOST_RECORD="$prep/host-touch"
@@ -181,11 +207,11 @@ if [ "${EZPZ_WHEELS_ONLY:-0}" != 1 ]; then
   # The one-GPU stand-in pass runs in scripts/compat.sh, on the newest torch (docs/ci.md); without it (EZPZ_SKIP_COMPAT=1)
   # it runs here, after this pass, on the tests this pass records as touching the host (tests/host_touch.py).
   run --as "core suite (not netns)" \
-    env ${standin_here:+EZPZ_TEST_HOST_RECORD="$HOST_RECORD"} $PY -m pytest tests -q -ra -n 2 --dist loadfile -m "not netns"
+    env ${standin_here:+EZPZ_TEST_HOST_RECORD="$HOST_RECORD"} $PY -m pytest tests -q -ra -n 2 --dist loadgroup -m "not netns"
   if [ -n "$standin_here" ]; then
     run --as "stand-in for a one-GPU host (not netns): the tests that touched the host" \
       env PY="$PY" EZPZ_TEST_HOST_ONLY="$HOST_RECORD" \
-      bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadfile -m "not netns"
+      bash scripts/standin-suite.sh tests -q -ra -n 2 --dist loadgroup -m "not netns"
   fi
   # Each plugin's suite runs once: from its wheel beside the core's (below), what a user installs; here, editable,
   # only when that stage is skipped. The plugins side by side: this venv's core suite, and the wheels all together.
@@ -205,7 +231,7 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
   PYTHON=$PY bash scripts/build-dists.sh "$dist"
   $PY -m venv "$venv"
   vpy="$venv/bin/python"
-  "$vpy" -m pip install -q --no-compile -c constraints.txt "torch==2.13.0" "${TOOLS[@]}"
+  "$vpy" -m pip install -q -c constraints.txt "torch==2.13.0" "${TOOLS[@]}"
   # The core from its wheel file (never an index's unrelated "ezpz"); its dependencies from the index.
   "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" "$dist"/ezpz-[0-9]*.whl
   row $((SECONDS - t)) ok "wheels built, and a fresh venv with the core's wheel"
@@ -224,7 +250,7 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
     run in_work quiet "$venv/bin/ezpz" doctor
     run in_work "$vpy" "$ROOT/scripts/check_installed.py" "$plugin"
     run --as "$dist_name suite from its wheel, beside the core wheel only" \
-      "$venv/bin/pytest" "$p/tests" -q -ra -n 2 --dist loadfile -p no:cacheprovider --rootdir "$p"
+      "$venv/bin/pytest" "$p/tests" -q -ra -n 2 --dist loadgroup -p no:cacheprovider --rootdir "$p"
     "$vpy" -m pip uninstall -q -y "$dist_name"
   done
   # Every plugin's wheel at once, as a user of several vendors installs them: each found, loaded and conformant
@@ -239,8 +265,13 @@ if [ "${EZPZ_SKIP_ISOLATED:-0}" != 1 ]; then
   run --as "scripts/check_installed.py, every plugin's wheel installed together" \
     in_work "$vpy" "$ROOT/scripts/check_installed.py" "${all_plugins[@]}"
   rm -rf "$venv"
+  prepared  # the XLA venv is ready (or the suite makes it itself)
+  # The XLA suite (one process, one core) beside new-plugin-check.sh (one core: pip, builds, two small suites):
+  # neither times anything, and the network-namespace tests that do run only after both ended.
+  if [ "$want_xla" = 1 ]; then start_xla; fi
   run --as "scripts/new-plugin-check.sh: ezpz new-plugin, both shapes, from wheels" \
     env PYTHON="$PY" EZPZ_NEW_PLUGIN_DIST="$dist" bash scripts/new-plugin-check.sh
+  if [ "$want_xla" = 1 ]; then wait_xla; fi
 fi
 
 prepared  # nothing in the background from here on
@@ -261,11 +292,8 @@ if [ "$want_compat" = 1 ]; then
     env EZPZ_COMPAT_DIST="${dist:-}" EZPZ_COMPAT_VENVS="$COMPAT_VENVS" bash scripts/compat.sh
   if [ -n "$COMPAT_VENVS" ]; then rm -rf "$COMPAT_VENVS"; fi
 fi
-if [ "$want_xla" = 1 ]; then
-  # ezpz-tpu for real on XLA's CPU runtime: torch 2.9.0 + torch-xla 2.9.0 in a venv of its own (about 7 GB, once;
-  # under CI the venv is a temporary one, deleted after).
-  run --as "scripts/xla-suite.sh: ezpz-tpu on XLA's CPU runtime" \
-    env EZPZ_XLA_VENV="${XLA_VENV:-$ROOT/.venv-xla}" EZPZ_XLA_DIST="${dist:-}" bash scripts/xla-suite.sh -q -ra -p no:cacheprovider
+if [ "$want_xla" = 1 ] && [ -z "$xla_done" ]; then  # not run beside new-plugin-check.sh above (no wheel stage)
+  start_xla; wait_xla
 fi
 rm -rf "${work:-}"
 exit $status

@@ -39,7 +39,7 @@ def _live_slurm() -> str | None:
 
 
 _WHY_NOT = _live_slurm()
-# One worker runs them all under pytest-xdist (--dist loadfile): the one node holds one job at a time, and a second
+# One worker runs them all under pytest-xdist (--dist loadgroup, this group): the one node holds one job at a time, and a second
 # job waiting for it gives up (salloc --immediate) under a parallel run.
 pytestmark = [pytest.mark.slurm, pytest.mark.launcher, pytest.mark.skipif(_WHY_NOT is not None, reason=_WHY_NOT or ""),
               pytest.mark.xdist_group("live-slurm")]

@@ -23,7 +23,7 @@ from netns import NetBed, cannot_make_namespaces, net_bed
 SCRIPT = str(Path(__file__).parent / "scripts" / "multinode_check.py")
 _WHY_NOT = cannot_make_namespaces()
 # The netns tests run without workers (scripts/test.sh: -m netns, after the -n 2 pass); under workers, --dist
-# loadfile keeps this file's jobs on one (xdist_group alone does not: docs/ci.md). Two at once on a small machine
+# loadgroup keeps the jobs of the "netns" group on one (docs/ci.md). Two at once on a small machine
 # stretch the failover runs past their bound (2x the uninterrupted run + timeout)
 pytestmark = [pytest.mark.launcher, pytest.mark.netns, pytest.mark.xdist_group("netns"),
               pytest.mark.skipif(_WHY_NOT is not None, reason=_WHY_NOT or "")]

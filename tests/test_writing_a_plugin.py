@@ -26,7 +26,10 @@ import pytest
 
 from conftest import ROOT, clean_env, need_docs_toolchain
 
-pytestmark = pytest.mark.one_torch  # the tutorial's text and packaging: runs on the pinned torch only (docs/ci.md)
+pytestmark = [
+    pytest.mark.one_torch,  # the tutorial's text and packaging: runs on the pinned torch only (docs/ci.md)
+    pytest.mark.xdist_group("writing_a_plugin"),  # one worker builds the installed tutorial (a module fixture) once
+]
 
 DOC = ROOT / "docs" / "writing-a-plugin.md"
 EXAMPLE = ROOT / "plugins" / "ezpz-example-hpu"

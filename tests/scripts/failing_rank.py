@@ -15,6 +15,7 @@ import ezpz
 mode = sys.argv[1]
 rt = ezpz.hooks.setup()
 print(f"ATTEMPT {rt.attempt}", flush=True)
+print(f"SETUP_DONE {rt.rank} {time.time():.3f}", flush=True)  # wall clock: the failure record's own clock
 if mode == "hang" and rt.rank == 1:
     time.sleep(3600)
 if mode == "die" and rt.rank == 1:
