@@ -33,7 +33,7 @@ TORCHES=(2.4.1 2.15.0)
 TESTED_NEWEST=${TORCHES[-1]}
 CORE_SUITE_ON=${EZPZ_COMPAT_CORE_SUITE-$TESTED_NEWEST}  # the torch whose venv also runs the core suite; empty: none
 DEEPSPEED="deepspeed==0.19.8"  # as in scripts/test.sh
-TOOLS=(pytest pytest-timeout)
+TOOLS=("pytest==9.1.1" pytest-timeout)  # as in scripts/test.sh (its xdist_group note)
 PREPARE=0
 if [ "${1:-}" = --prepare ]; then
   PREPARE=1; shift

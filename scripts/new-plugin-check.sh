@@ -26,7 +26,7 @@ fi
 venv="$work/venv"
 $PY -m venv "$venv"
 vpy="$venv/bin/python"
-"$vpy" -m pip install -q -c constraints.txt "$(grep -m1 '^torch==' constraints.txt)" setuptools build pytest "mypy==2.4.1"
+"$vpy" -m pip install -q -c constraints.txt "$(grep -m1 '^torch==' constraints.txt)" setuptools build "pytest==9.1.1" "mypy==2.4.1"
 "$vpy" -m pip install -q -c constraints.txt --find-links "$dist" "$dist"/ezpz-[0-9]*.whl
 
 status=0

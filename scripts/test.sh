@@ -67,7 +67,9 @@ unset PYTHONHOME PYTHONPATH
 PLUGINS=(plugins/ezpz-cuda plugins/ezpz-rocm plugins/ezpz-xpu plugins/ezpz-tpu plugins/ezpz-example-hpu plugins/ezpz-example-emu)
 present=()
 for p in "${PLUGINS[@]}"; do [ -d "$p" ] && present+=("$p"); done
-TOOLS=(pytest hypothesis pytest-timeout "pytest-xdist==3.8.0" "import-linter==2.16" "mypy==2.4.1")
+# pytest 9.1.1: with 9.2, pytest-xdist 3.8.0's xdist_group marks do nothing (9.2 keeps a node's id where xdist no
+# longer writes the group into it), so `--dist loadgroup` would spread a group over both workers (docs/ci.md).
+TOOLS=("pytest==9.1.1" hypothesis pytest-timeout "pytest-xdist==3.8.0" "import-linter==2.16" "mypy==2.4.1")
 # The docs site (mkdocs.yml): the material theme, and mkdocstrings for the API reference (docs/api.md).
 DOCS=("mkdocs==1.6.1" "mkdocs-material==9.8.1" "mkdocstrings[python]==1.0.8" "mkdocstrings-python==2.0.11")
 

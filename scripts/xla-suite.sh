@@ -37,7 +37,7 @@ if [ "${1:-}" = --prepare ]; then exit 0; fi
 
 DIST=$(mktemp -d)
 trap 'rm -rf "$DIST"' EXIT
-"$PY" -m pip install -q "${CERT_ARGS[@]}" -c constraints.txt "setuptools>=68" build "pytest>=8"
+"$PY" -m pip install -q "${CERT_ARGS[@]}" -c constraints.txt "setuptools>=68" build "pytest==9.1.1"
 if [ -n "${EZPZ_XLA_DIST:-}" ] && ls "$EZPZ_XLA_DIST"/ezpz-[0-9]*.whl "$EZPZ_XLA_DIST"/ezpz_tpu-*.whl >/dev/null 2>&1; then
   echo "=== the core and ezpz-tpu wheels from $EZPZ_XLA_DIST ==="  # scripts/test.sh's wheel stage built them
   cp "$EZPZ_XLA_DIST"/ezpz-[0-9]*.whl "$EZPZ_XLA_DIST"/ezpz_tpu-*.whl "$DIST/"

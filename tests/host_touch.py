@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -37,6 +38,12 @@ def register(config: pytest.Config) -> None:
         config.pluginmanager.register(Recorder(Path(os.environ[RECORD_VAR])), "ezpz-host-touch-recorder")
     if os.environ.get(ONLY_VAR):
         config.pluginmanager.register(Selector(Path(os.environ[ONLY_VAR])), "ezpz-host-touch-selector")
+
+
+def test_key(nodeid: str) -> str:
+    """``nodeid`` without the ``@<group>`` pytest-xdist appends under ``--dist loadgroup`` (a test's name and its
+    parameters' ids, in brackets, never end in one), so a record made with workers selects a run without them."""
+    return re.sub(r"@[\w.-]+$", "", nodeid)
 
 
 def read_record(directory: Path) -> dict[str, str]:
@@ -60,8 +67,8 @@ class Selector:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         os.environ.pop(ONLY_VAR, None)  # for this run only: never a pytest run a test starts
-        keep = [item for item in items if self.record.get(item.nodeid) != UNTOUCHED]
-        dropped = [item for item in items if self.record.get(item.nodeid) == UNTOUCHED]
+        keep = [item for item in items if self.record.get(test_key(item.nodeid)) != UNTOUCHED]
+        dropped = [item for item in items if self.record.get(test_key(item.nodeid)) == UNTOUCHED]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
@@ -90,17 +97,18 @@ class Recorder:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         os.environ.pop(RECORD_VAR, None)  # for this run only: never a pytest run a test starts
-        self.current = item.nodeid
-        self.passed[item.nodeid] = True
+        self.current = test_key(item.nodeid)
+        self.passed[self.current] = True
         try:
             return (yield)
         finally:
             self.current = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        key = test_key(report.nodeid)
+        self.seconds[key] = self.seconds.get(key, 0.0) + report.duration
         if not report.passed or (report.when == "call" and hasattr(report, "wasxfail")):
-            self.passed[report.nodeid] = False
+            self.passed[key] = False
 
     def pytest_sessionfinish(self) -> None:
         for undo in reversed(self._undo):
