@@ -234,24 +234,58 @@ def _fake_agent(port: int, host: str, replies: list[dict | None], held: bool = F
     threading.Thread(target=run, daemon=True).start()
 
 
-def test_the_coordinator_retries_from_another_holder_and_names_a_node_that_times_out():
-    from ezpz.staging.coordinator import Coordinator
+def test_the_coordinator_retries_a_failed_or_timed_out_copy_and_names_an_agent_that_stops_answering():
+    from ezpz.staging.coordinator import Coordinator, reply_grace_s
 
     said: list[str] = []
-    coord = Coordinator(["a", "b", "c", "d"], cap=8, retries=1, copy_timeout_s=1.5, register_timeout_s=10,
+    coord = Coordinator(["a", "b", "c", "d", "e"], cap=8, retries=1, copy_timeout_s=1.5, register_timeout_s=10,
                         say=said.append)
     ok = {"ok": True, "copy_s": 0.1, "unpack_s": 0.2}
+    timed_out = {"ok": False, "error": "copy to e:/stage/env.tar from a failed: the copy from a took over 1.5 s"}
     _fake_agent(coord.port, "a", [], held=True)
     _fake_agent(coord.port, "b", [ok])
     _fake_agent(coord.port, "c", [{"ok": False, "error": "corrupt"}, ok])
     _fake_agent(coord.port, "d", [None])
+    _fake_agent(coord.port, "e", [timed_out, ok])  # its agent ended a stalled copy at --stage-timeout: retried
     delivery = coord.run(lambda: None)
     assert delivery.held == ("a",)
-    assert sorted(c.target for c in delivery.copies) == ["b", "c"]
+    assert sorted(c.target for c in delivery.copies) == ["b", "c", "e"]
     assert list(dict(delivery.failed)) == ["d"], delivery.failed
-    assert re.fullmatch(r"copy from \S+ took over --stage-timeout 1.5 s", dict(delivery.failed)["d"])
+    assert reply_grace_s(1.5) == 5.0
+    assert re.fullmatch(r"its staging agent did not report the copy from \S+ within --stage-timeout 1.5 s \+ 5 s: "
+                        r"it stopped answering", dict(delivery.failed)["d"]), delivery.failed
     assert any("node c: corrupt; retrying (1 of 2 attempts)" in line for line in said), said
-    assert sum("copy to c from" in line for line in said) == 2
+    assert any("node e: copy to e:/stage/env.tar from a failed: the copy from a took over 1.5 s; retrying" in line
+               for line in said), said
+    assert sum("copy to c from" in line for line in said) == 2 and sum("copy to e from" in line for line in said) == 2
+
+
+def test_a_peer_that_stalls_mid_copy_ends_the_copy_at_the_deadline_not_a_read_timeout_later(tmp_path):
+    import socket
+    import threading
+    import time
+
+    server = socket.create_server(("127.0.0.1", 0))
+    release = threading.Event()
+
+    def stall() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(200)
+            conn.sendall(b"OK 1000\n" + b"x" * 100)  # a tenth of the tarball, then nothing
+            release.wait(30)
+
+    threading.Thread(target=stall, daemon=True).start()
+    plan = {"copy_timeout": 20.0, "data_port": server.getsockname()[1], "sha256": "0" * 64, "size": 1000,
+            "tarball": "/shared/env.tar"}
+    start = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match=r"took over 20 s \(stalled after 100 of 1000 bytes\)"):
+            node_agent._receive(plan, "127.0.0.1", tmp_path / "env.tar.part", deadline=start + 1.0)
+        assert time.monotonic() - start < 5.0  # the deadline (1 s), not the socket's own 20 s
+    finally:
+        release.set()
+        server.close()
 
 
 def test_the_coordinator_names_an_agent_that_never_starts():

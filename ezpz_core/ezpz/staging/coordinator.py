@@ -1,5 +1,9 @@
 """The launch node's side of staging: agents report to it over TCP, it orders each copy (fan-out rule of
-:func:`ezpz.staging.fanout.assign`), retries a failed copy from another holder, and gives up on a node by name."""
+:func:`ezpz.staging.fanout.assign`), retries a failed copy from another holder, and gives up on a node by name.
+
+A copy that runs past ``--stage-timeout`` is ended by its agent, which reports it like any failed copy, so it is
+retried from another holder; the coordinator's own deadline (the timeout plus :func:`reply_grace_s`) only catches
+an agent that stopped answering, which cannot take another order, so that node is left out."""
 
 from __future__ import annotations
 
@@ -16,7 +20,12 @@ from ezpz.primitives.frozen_records import frozen
 from ezpz.staging.fanout import SHARED, assign
 from ezpz.staging.node_agent import Stream, accept_each, read_msg, send_msg
 
-__all__ = ["CopyRecord", "Coordinator", "Delivery"]
+__all__ = ["CopyRecord", "Coordinator", "Delivery", "reply_grace_s"]
+
+
+def reply_grace_s(copy_timeout_s: float) -> float:
+    """How long past ``--stage-timeout`` an agent may take to report a copy it ended (a tenth, 5-60 s)."""
+    return min(60.0, max(5.0, 0.1 * copy_timeout_s))
 
 
 @frozen
@@ -92,7 +101,7 @@ class Coordinator:
             pending = [h for h in self.hosts if h in streams and h not in holders and h not in failed
                        and h not in in_flight]
             for c in assign(pending, holders, busy, self.cap, avoid):
-                in_flight[c.target] = (c.source, now + self.copy_timeout_s)
+                in_flight[c.target] = (c.source, now + self.copy_timeout_s + reply_grace_s(self.copy_timeout_s))
                 busy[c.source] = busy.get(c.source, 0) + 1
                 attempts[c.target] = attempts.get(c.target, 0) + 1
                 self.say(f"copy to {c.target} from {c.source} (attempt {attempts[c.target]}): {c.why}")
@@ -153,7 +162,9 @@ class Coordinator:
                 if now > deadline:
                     in_flight.pop(target)
                     busy[source] -= 1
-                    fail(target, f"copy from {source} took over --stage-timeout {self.copy_timeout_s:g} s")
+                    fail(target, f"its staging agent did not report the copy from {source} within --stage-timeout "
+                                 f"{self.copy_timeout_s:g} s + {reply_grace_s(self.copy_timeout_s):g} s: it stopped "
+                                 f"answering")
             status = launcher_alive()
             if now > register_by or status is not None:
                 for h in self.hosts:

@@ -187,7 +187,14 @@ def _receive(plan: dict[str, object], source: str, part: Path, deadline: float) 
                     raise ConnectionError(f"{source} refused: {' '.join(head[1:]) or 'closed'}")
                 size = int(head[1])
                 while got < size:
-                    chunk = stream.read(min(_CHUNK, size - got))
+                    # Each read waits at most until the deadline: a peer that stalls mid-copy ends the copy then,
+                    # reported as a failed copy the coordinator retries from another holder.
+                    conn.settimeout(max(0.05, deadline - time.monotonic()))
+                    try:
+                        chunk = stream.read1(min(_CHUNK, size - got))  # what arrived, so the count is true
+                    except TimeoutError:
+                        raise TimeoutError(f"the copy from {source} took over {timeout:g} s (stalled after "
+                                           f"{got} of {size} bytes)") from None
                     if not chunk:
                         break
                     digest.update(chunk)
