@@ -73,12 +73,22 @@ class NetBed:
     def agent(self, path: Path) -> Path:
         """A launch agent for Open MPI (``--mca plm_rsh_agent``): enters the node's namespace instead of ssh.
 
-        Called as ``agent HOST COMMAND...``; like ssh, it runs the words as one shell command line.
+        Called as ``agent HOST COMMAND...``; like ssh, it runs the words as one shell command line, and like ssh it
+        stays, with the host on its command line, as long as the remote command runs (the launcher's connection
+        to the node, which ``ezpz.launch_drivers.host_channels`` names a node by), passing on a signal to end it
+        and returning its exit status. (An agent that exec'd the command would keep its pid but lose the host from
+        its command line moments after it started.)
         """
         cases = "\n".join(f"  {a}) ns={self.ns(i)} ;;" for i, a in enumerate(self.addresses))
         path.write_text(f"#!/bin/sh\nhost=$1; shift\ncase $host in\n{cases}\n"
                         f'  *) echo "agent: unknown host $host" >&2; exit 255 ;;\nesac\n'
-                        'exec ip netns exec "$ns" /bin/sh -c "$*"\n')
+                        'exec 3<&0\n'  # the remote command keeps this stdin (a background job's is /dev/null)
+                        'ip netns exec "$ns" /bin/sh -c "$*" <&3 3<&- &\n'
+                        'child=$!\n'
+                        "trap 'kill -TERM $child 2>/dev/null' TERM INT HUP\n"
+                        'rc=0\n'
+                        'while :; do wait $child; rc=$?; kill -0 $child 2>/dev/null || break; done\n'
+                        'exit $rc\n')
         path.chmod(0o755)
         return path
 
