@@ -32,6 +32,8 @@ def test_doctor_json_holds_the_decision_trace():
     assert report["torch"]["version"] and "gloo" in report["torch"]["distributed_backends"]
     assert {p["name"]: p["status"] for p in report["plugins"]}["cpu"] == "loaded"
     assert report["launcher"]["reason"]
+    placement = report["python_environment"]  # where this venv lives: this machine's fact, so only its shape
+    assert placement["where"] in ("node-local", "shared", "staged", "unknown") and placement["reason"]
 
 
 def test_doctor_says_where_each_rank_value_came_from():
@@ -48,7 +50,8 @@ def test_doctor_text_ends_ok():
     proc = ezpz("doctor")
     assert proc.returncode == 0, proc.stderr
     for section in ("plugins", "setup() here would decide", "device: cpu", "backend: gloo", "precision:",
-                    "profiling:", "launch:", "ezpz launch here would use", "environment"):
+                    "profiling:", "launch:", "ezpz launch here would use", "python environment (ezpz stage)",
+                    "environment"):
         assert section in proc.stdout
     assert proc.stdout.rstrip().endswith("ok: nothing broken")
 

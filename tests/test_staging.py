@@ -296,3 +296,61 @@ def test_the_coordinator_names_an_agent_that_never_starts():
     delivery = coord.run(lambda: None)
     assert [c.target for c in delivery.copies] == ["a"] and delivery.copies[0].source == SHARED
     assert dict(delivery.failed) == {"b": "its staging agent did not start within 1 s; check the agents' log"}
+
+
+# /proc/self/mountinfo lines in the kernel's format (proc(5): mount id, parent id, major:minor, root, mount point,
+# options, optional fields, "-", type, source, super options), as a Lustre compute node, an NFS home and a local
+# /tmp show them; the space in a mount point is written \\040.
+MOUNTINFO = """\
+22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/mapper/root rw
+40 22 0:41 / /lus/flare rw,relatime shared:20 - lustre 10.115.0.1@kfi:/flare rw,flock,lazystatfs
+41 22 0:42 / /home rw,relatime shared:21 - nfs4 home.example:/home rw,vers=4.2
+42 22 0:43 / /tmp rw,nosuid,nodev shared:22 - tmpfs tmpfs rw
+43 22 0:44 / /lus/flare\\040scratch rw - xfs /dev/sdb rw
+bad line without the separator
+"""
+
+
+def test_the_mount_of_a_path_is_the_longest_mount_point_above_it():
+    from ezpz.probes.filesystems import mount_of, parse_mountinfo
+
+    mounts = parse_mountinfo(MOUNTINFO)
+    assert len(mounts) == 5 and mounts[4][0] == "/lus/flare scratch"
+    assert mount_of("/lus/flare/projects/me/venv", mounts)[:2] == ("/lus/flare", "lustre")
+    assert mount_of("/lus/flare", mounts)[:2] == ("/lus/flare", "lustre")
+    assert mount_of("/lus/flarex/venv", mounts)[:2] == ("/", "ext4")  # a name that only starts alike
+    assert mount_of("/lus/flare scratch/env", mounts)[:2] == ("/lus/flare scratch", "xfs")
+    assert mount_of("/home/me/.venv", mounts)[1] == "nfs4" and mount_of("/tmp/ezpz-stage-me/env", mounts)[1] == "tmpfs"
+    assert mount_of("/anything", []) is None
+
+
+@pytest.mark.parametrize(("facts", "where", "words"), [
+    (dict(prefix="/lus/flare/me/venv", mount_point="/lus/flare", fs_type="lustre"), "shared",
+     ["/lus/flare (lustre), a shared file system", "--stage-env"]),
+    (dict(prefix="/home/me/.venv", mount_point="/home", fs_type="nfs4"), "shared", ["(nfs4)"]),
+    (dict(prefix="/tmp/env", mount_point="/tmp", fs_type="tmpfs"), "node-local", ["would change nothing"]),
+    (dict(prefix="/tmp/ezpz-stage-me/venv", mount_point="/tmp", fs_type="tmpfs", staged_from="/lus/flare/me/venv"),
+     "staged", ["node-local copy of /lus/flare/me/venv"]),
+    (dict(prefix="/opt/env"), "unknown", ["no mount table"]),
+])
+def test_staging_advice_says_where_the_environment_lives_and_what_to_do(facts, where, words):
+    from ezpz.staging.advice import EnvironmentPlacement, staging_advice
+
+    advice = staging_advice(EnvironmentPlacement(**facts))
+    assert advice.where == where
+    for w in words:
+        assert w in advice.reason, advice.reason
+
+
+@pytest.mark.parametrize(("stamp", "staged_from"), [
+    ('{"sha256": "ab", "prefix": "/lus/flare/me/venv", "host": "x1"}', "/lus/flare/me/venv"),
+    ("not json", None), ('["/lus/flare/me/venv"]', None), ('{"prefix": 7}', None), ('{"prefix": ""}', None),
+])
+def test_doctor_reads_a_staged_copys_stamp_as_hostile_input(tmp_path, stamp, staged_from):
+    from ezpz.cli.doctor import _python_environment
+
+    (tmp_path / node_agent.STAMP).write_text(stamp)
+    placement = _python_environment(str(tmp_path))
+    assert placement["staged_from"] == staged_from
+    assert placement["where"] == ("staged" if staged_from else placement["where"])
+    assert placement["where"] != "staged" or "node-local copy of /lus/flare/me/venv" in placement["reason"]

@@ -16,6 +16,9 @@ from ezpz.cli.plugins import plugin_rows
 from ezpz.cli.versions import distribution_rows, text_lines, version_problems
 from ezpz.errors import ConfigError, EzpzError
 from ezpz.decisions import Explanation
+from ezpz.probes.filesystems import read_mount_of
+from ezpz.staging.advice import EnvironmentPlacement, staging_advice
+from ezpz.staging.node_agent import STAMP
 
 __all__ = ["add_parser", "collect", "run"]
 
@@ -69,6 +72,27 @@ def _allocation(environ: Mapping[str, str]) -> dict[str, Any] | None:
     except ConfigError as err:
         return {"error": str(err)}
     return None if grant is None else jsonable(grant)
+
+
+def _staged_from(prefix: str) -> str | None:
+    """The original prefix from the stamp ``ezpz stage`` leaves in a copy it unpacked (hostile until checked)."""
+    try:
+        with open(os.path.join(prefix, STAMP), encoding="utf-8") as fh:
+            stamp = json.loads(fh.read(1 << 16))
+    except (OSError, ValueError):
+        return None
+    original = stamp.get("prefix") if isinstance(stamp, dict) else None
+    return original if isinstance(original, str) and original else None
+
+
+def _python_environment(prefix: str) -> dict[str, Any]:
+    """Where this interpreter's environment lives, and whether ``ezpz stage`` would help (docs/staging.md)."""
+    mount = read_mount_of(prefix)
+    facts = EnvironmentPlacement(prefix=prefix, mount_point=mount[0] if mount else None,
+                                 fs_type=mount[1] if mount else None, staged_from=_staged_from(prefix))
+    advice = staging_advice(facts)
+    return {"prefix": facts.prefix, "mount_point": facts.mount_point, "fs_type": facts.fs_type,
+            "staged_from": facts.staged_from, "where": advice.where, "reason": advice.reason}
 
 
 def _plan_past_stuck_plugins(environ: Mapping[str, str]) -> tuple[Any, Explanation]:
@@ -140,6 +164,7 @@ def collect(environ: Mapping[str, str]) -> tuple[dict[str, Any], Explanation | N
         "decisions": decisions,
         "error": error,
         "launcher": _launcher(environ),
+        "python_environment": _python_environment(sys.prefix),
         "environment": relevant_env(environ),
     }, explanation
 
@@ -178,6 +203,8 @@ def _text(report: dict[str, Any], explanation: Explanation | None) -> str:
     elif alloc:
         lines.append(f"  allocation: {alloc['n']} task(s), at most {alloc['ppn']} per node, on {alloc['nodes']} "
                      f"node(s) ({alloc['source']})")
+    placement = report["python_environment"]
+    lines += ["", "python environment (ezpz stage)", f"  {placement['where']}: {placement['reason']}"]
     lines += ["", "environment (EZPZ_*, torch, launcher, scheduler and vendor variables; secrets redacted)"]
     lines += [f"  {k}={v}" for k, v in report["environment"].items()] or ["  none set"]
     lines.append("")
