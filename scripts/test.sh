@@ -26,7 +26,8 @@
 # 3. the compatibility suite (scripts/compat.sh): the core's wheel from step 2 on the oldest torch the core declares
 #    and on the newest, each in a venv of its own made and deleted there (tests/test_torch_compat.py); then the core
 #    suite on the newest torch (a CUDA build) with a stand-in for a one-GPU host (scripts/standin-suite.sh);
-# 4. ezpz-tpu's suite on XLA's CPU runtime (scripts/xla-suite.sh).
+# 4. ezpz-tpu's suite on XLA's CPU runtime (scripts/xla-suite.sh), in the background beside new-plugin-check.sh
+#    (each takes one core; neither times anything), before the network-namespace tests.
 # The venvs of 3 and 4 (GBs of downloads) are made in the background while 1 and 2 run, where the disk has room
 # (EZPZ_NO_PREPARE=1: not); the network-namespace tests, whose failover bounds are timed, run once that is done.
 # At its end it prints the wall time of each stage (docs/ci.md says where CI's time goes).
