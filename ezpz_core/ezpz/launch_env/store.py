@@ -48,8 +48,12 @@ __all__ = ["GRACE_S", "Rendezvous", "connect", "current", "fingerprint", "report
 GRACE_S = 5.0
 """How long past the timeout ``setup()`` waits for torch to raise its own error before raising one itself."""
 
-EXIT_WAIT_S = 30.0
-"""How long, at exit, the process waits for a store call it stopped waiting for (see :mod:`ezpz.primitives.abandoned_threads`)."""
+EXIT_WAIT_S = 2 * GRACE_S
+"""How long, at exit, the process waits for a store call it stopped waiting for (see :mod:`ezpz.primitives.abandoned_threads`).
+
+A call that honours its own timeout (the rendezvous timeout, as ``setup()``'s deadline) returns within ``GRACE_S``
+of being given up on; one stuck past that (a listener that accepts and never answers) would not return in 30 s
+either, and then the process leaves without interpreter finalization, exit status 1, as it would later."""
 
 _OWNER = "ezpz/owner"
 _REFUSED = "ezpz/refused"
