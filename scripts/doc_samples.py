@@ -220,7 +220,8 @@ _BUILD_FIELD = re.compile(r"\b(cuda|hip|xpu|xpu_built|mps|backends)=\S+")
 def shape(text: str) -> list[str]:
     """The text with numbers, paths, spacing and what the machine shows through masked.
 
-    Masked as machine-dependent: the CPU's name and bf16 flags, the CPU-dependent precision choice, the torch
+    Masked as machine-dependent: the CPU's name and bf16 flags, the CPU-dependent precision choice, where the
+    Python environment lives (doctor's line from the mount table), the torch
     build's local version label (``+cpu``, ``+cu132``) and what it was built with (``cuda=``, ``backends=``, ...),
     and each device plugin's reason for not offering its device (which names the build). Kept: every line, its
     order and its words otherwise, so a renamed section, a new or missing line or a reworded decision still fails.
@@ -238,6 +239,8 @@ def shape(text: str) -> list[str]:
             if line.strip().startswith("precision"):
                 skip_indent = indent
         line = re.sub(r"^(\s*(names|bf16_flags): ).*", r"\1<the CPU's>", line)
+        line = re.sub(r"^(\s*)(staged|shared|node-local|unknown): .*", r"\1<where the environment lives: this "
+                      r"machine's mounts>", line)  # ezpz doctor's python environment line
         line = _REJECTION.sub(r"\1 <why not, from this torch build and machine>", line)
         line = _BUILD_FIELD.sub(r"\1=<the build's>", line)
         line = re.sub(r"(?<=\d)\+[\w.]+", "", line)  # a local version label: torch 2.13.0+cpu, 2.15.0+cu132
