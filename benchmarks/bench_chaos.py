@@ -313,7 +313,8 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
            "wall_s": round(time.monotonic() - t0, 1)}
     good = ((row["completed"] if kind not in STOPS else row["stopped_right"]) and not wrong and not hung and not lost
             and not row["false_success"])
-    if not good:  # keep the evidence: each attempt's verdict and the log's tail
+    if not good or set(struck) - set(named):  # keep the evidence (each attempt's verdict, the log's tail), also
+        # when a struck node went unnamed
         row["verdicts"] = [v["verdict"] for v in verdicts]
         row["log_tail"] = text[-6000:]
     return row
