@@ -113,8 +113,12 @@ run() {
   label=${label:-$*}
   echo; echo "=== $label ==="
   "$@" || rc=$?
-  if [ $rc != 0 ]; then echo "=== FAILED (exit $rc): $label ==="; status=1; fi
-  row $((SECONDS - t)) "$([ $rc = 0 ] && echo ok || echo FAILED)" "${label//$VENV\/bin\//}"
+  ended $rc $((SECONDS - t)) "${label//$VENV\/bin\//}"
+}
+# ended RC SECONDS LABEL: a stage's result: a failure is said and fails the script; the row goes into the summary.
+ended() {
+  if [ "$1" != 0 ]; then echo "=== FAILED (exit $1): $3 ==="; status=1; fi
+  row "$2" "$([ "$1" = 0 ] && echo ok || echo FAILED)" "$3"
 }
 ROOT=$(pwd)
 
@@ -187,8 +191,7 @@ wait_xla() {
   xla_pid="" xla_done=1
   echo; echo "=== $XLA_LABEL (ran in the background) ==="
   cat "$prep/xla.log"
-  if [ $rc != 0 ]; then echo "=== FAILED (exit $rc): $XLA_LABEL ==="; status=1; fi
-  row $((SECONDS - xla_start)) "$([ $rc = 0 ] && echo ok || echo FAILED)" "$XLA_LABEL (beside the next stage)"
+  ended $rc $((SECONDS - xla_start)) "$XLA_LABEL (beside the next stage)"
 }
 # The one-GPU stand-in pass: in scripts/compat.sh on the newest torch; here (on the pinned torch, the tests the core
 # pass records as touching the host: tests/host_touch.py) only when the compatibility suite does not run.

@@ -8,6 +8,7 @@ import os
 import platform
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import ezpz
@@ -18,7 +19,7 @@ from ezpz.errors import ConfigError, EzpzError
 from ezpz.decisions import Explanation
 from ezpz.probes.filesystems import read_mount_of
 from ezpz.staging.advice import EnvironmentPlacement, staging_advice
-from ezpz.staging.node_agent import STAMP
+from ezpz.staging.node_agent import read_stamp
 
 __all__ = ["add_parser", "collect", "run"]
 
@@ -76,12 +77,8 @@ def _allocation(environ: Mapping[str, str]) -> dict[str, Any] | None:
 
 def _staged_from(prefix: str) -> str | None:
     """The original prefix from the stamp ``ezpz stage`` leaves in a copy it unpacked (hostile until checked)."""
-    try:
-        with open(os.path.join(prefix, STAMP), encoding="utf-8") as fh:
-            stamp = json.loads(fh.read(1 << 16))
-    except (OSError, ValueError):
-        return None
-    original = stamp.get("prefix") if isinstance(stamp, dict) else None
+    stamp = read_stamp(Path(prefix))
+    original = stamp.get("prefix") if stamp is not None else None
     return original if isinstance(original, str) and original else None
 
 

@@ -7,6 +7,7 @@ Elsewhere, or when the file cannot be read, nothing is known (None), and nothing
 from __future__ import annotations
 
 import os
+import re
 
 __all__ = ["Mount", "mount_of", "parse_mountinfo", "read_mount_of"]
 
@@ -14,17 +15,12 @@ Mount = tuple[str, str, str]
 """``(mount point, file-system type, source)`` as ``/proc/self/mountinfo`` names them."""
 
 
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
 def _unescape(field: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as ``\\ooo`` octal."""
-    out, i = [], 0
-    while i < len(field):
-        if field[i] == "\\" and field[i + 1:i + 4].isdigit() and len(field[i + 1:i + 4]) == 3:
-            out.append(chr(int(field[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
+    return _OCTAL.sub(lambda m: chr(int(m[1], 8)), field)
 
 
 def parse_mountinfo(text: str) -> list[Mount]:
@@ -45,7 +41,7 @@ def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
     best: Mount | None = None
     for mount in mounts:
         point = mount[0]
-        if path == point or path.startswith(point.rstrip("/") + "/") or point == "/":
+        if path == point or path.startswith(point.rstrip("/") + "/"):
             if best is None or len(point) >= len(best[0]):
                 best = mount
     return best

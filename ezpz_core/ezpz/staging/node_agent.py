@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 __all__ = ["RANK_VARS", "SHARED", "STAMP", "Stream", "accept_each", "held_here", "identify", "main", "read_msg",
-           "relocate_tree", "rewrite_text", "send_msg", "staged_path"]
+           "read_stamp", "relocate_tree", "rewrite_text", "send_msg", "staged_path"]
 
 SHARED = "<shared file system>"  # the same string as ezpz.staging.fanout.SHARED (this file imports no ezpz module)
 _log = logging.getLogger("ezpz.staging.agent")
@@ -89,15 +89,26 @@ def staged_path(plan: dict[str, object]) -> Path:
     return Path(str(plan["stage_dir"])) / str(plan["name"])
 
 
+def read_stamp(env: Path) -> dict[str, object] | None:
+    """The stamp in an unpacked copy (sha256, the prefix it came from, host), or None where there is none that
+    parses as a JSON object (whatever else the file holds)."""
+    try:
+        with (env / STAMP).open(encoding="utf-8") as fh:
+            stamp = json.loads(fh.read(1 << 16))
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
 def held_here(plan: dict[str, object]) -> str | None:
     """Why this node already holds the plan's environment (tarball and unpacked copy), or None."""
     env, tar = staged_path(plan), Path(str(plan["stage_dir"])) / f"{plan['name']}.tar"
+    stamp = read_stamp(env)
     try:
-        stamp = json.loads((env / STAMP).read_text())
         size = tar.stat().st_size
-    except (OSError, ValueError):
+    except OSError:
         return None
-    if stamp.get("sha256") == plan["sha256"] and size == plan["size"]:
+    if stamp is not None and stamp.get("sha256") == plan["sha256"] and size == plan["size"]:
         return f"{env} holds the same environment (sha256 {str(plan['sha256'])[:12]}): no copy"
     return None
 
@@ -327,6 +338,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # the agent's own process: its stderr is the agents' log
-    logging.basicConfig(stream=sys.stderr, format="%(message)s")
-    sys.exit(main())
+if __name__ == "__main__":  # the agent's own process (python -I -S): with no handler configured, logging's last
+    sys.exit(main())  # resort writes the warnings, message only, to its stderr, which is the agents' log
