@@ -304,7 +304,7 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
     lost, resumes = _steps_lost(text)
     row = {"kind": kind, "struck": sorted(struck), "at_step": at_step, "status": p.returncode,
            "completed": p.returncode == 0, "stopped_right": right_stop and p.returncode != 0, "hung": hung,
-           "excluded": excluded, "wrong": wrong, "named": named,
+           "excluded": excluded, "wrong": wrong, "named": named, "named_by": _named_by(verdicts, struck),
            "false_success": _false_success(p.returncode, text, steps, job_dir),
            "rank_before_daemon_died": rank_first, "outcomes": [v["verdict"]["outcome"] for v in verdicts],
            "world_sizes": [v.get("world_size") for v in verdicts], "resumes": resumes, "steps_lost": lost,
@@ -318,6 +318,23 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
         row["verdicts"] = [v["verdict"] for v in verdicts]
         row["log_tail"] = text[-6000:]
     return row
+
+
+EVIDENCE_KINDS = (("was never seen up", "connection_never_seen"), ("the launcher's connection to host", "connection_ended"),
+                  ("ezpz's markers", "markers"), ("log: ", "log"), ("launcher: ", "launcher"), ("every rank on host", "vanished"),
+                  ("recorded", "records"))
+"""How a verdict's evidence line named its host (the first phrase found), for the rows' ``named_by``."""
+
+
+def _named_by(verdicts: list[dict], struck: set[str]) -> dict[str, str]:
+    """For each struck node a verdict excluded: which kind of evidence named it (the first line naming it)."""
+    found: dict[str, str] = {}
+    for v in verdicts:
+        for host in v["verdict"].get("exclude", []):
+            line = next((e for e in v["verdict"].get("evidence", []) if host in e), "")
+            if host in struck and host not in found:
+                found[host] = next((tag for phrase, tag in EVIDENCE_KINDS if phrase in line), "other")
+    return found
 
 
 def _table(runs: list[dict]) -> dict:

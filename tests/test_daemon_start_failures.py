@@ -45,6 +45,34 @@ def test_the_connection_that_ended_first_names_the_node():
     assert "connection to host 198.18.51.2" in v.evidence[0] and "198.18.51.4 ran" in v.evidence[0]
 
 
+def test_the_one_daemon_host_whose_connection_was_never_seen_is_named():
+    """Recorded run's miss: the killed daemon's connection started and ended between two looks; the launcher's node
+    (.1) has none; the connection to .4 was seen (and ended with the launcher's teardown)."""
+    text = (RECORDED / "daemon_death.log").read_text()
+    kw = dict(markers=Markers(started={}, ended={}), unseen_hosts=("198.18.51.2",))
+    v = classify(_facts(text, 137, launcher_here=("198.18.51.1",),
+                        channel_note="the launcher's connections to 198.18.51.4 ended with no other host's "
+                                     "connection up", **kw),
+                 spares_left=0, prior_progress=True, attempts_left=3, min_nodes=2)
+    assert v.outcome == "shrink" and v.exclude == ("198.18.51.2",), v
+    assert "connection to host 198.18.51.2 was never seen up, while its connections to 198.18.51.4 were" \
+        in v.evidence[0] and "runs on 198.18.51.1" in v.evidence[0]
+    assert any("launcher ending the job after the failure" in why for _, why in v.rejected), v.rejected
+    # the launcher's own node not known: it may be the host with no connection; nothing is named
+    v = classify(_facts(text, 137, **kw), spares_left=0, prior_progress=True, attempts_left=3, min_nodes=2)
+    assert v.outcome == "unknown" and v.exclude == () and any("not known" in why for _, why in v.rejected)
+    # two daemon hosts never seen: too many to tell
+    v = classify(_facts(text, 137, launcher_here=("198.18.51.1",), markers=Markers(started={}, ended={}),
+                        unseen_hosts=("198.18.51.2", "198.18.51.4")),
+                 spares_left=0, prior_progress=True, attempts_left=3, min_nodes=2)
+    assert v.outcome == "unknown" and v.exclude == () and any("too many" in why for _, why in v.rejected)
+    # the connection that was seen ending first outranks an inference from one never seen
+    lost = LostChannel(host="198.18.51.4", pid=7, command="ssh 198.18.51.4 orted", still_up=("198.18.51.2",))
+    v = classify(_facts(text, 137, launcher_here=("198.18.51.1",), lost_channel=lost, **kw), spares_left=0,
+                 prior_progress=True, attempts_left=3, min_nodes=2)
+    assert v.exclude == ("198.18.51.4",)
+
+
 def test_records_outrank_a_lost_connection():
     lost = LostChannel(host="198.18.51.2", pid=1, command="ssh 198.18.51.2 orted", still_up=("198.18.51.4",))
     lost_peer = FailureRecord(attempt=1, rank=0, host="198.18.51.1", kind="lost_peer", first_line="rank 2 gone",
@@ -128,6 +156,26 @@ def test_a_loss_after_a_record_or_together_or_after_the_launcher_is_no_cause(tmp
         assert ("ended together" in watch.note) == (case == "both"), watch.note
 
 
+def test_a_loss_while_another_hosts_connection_was_never_seen_is_no_cause(tmp_path):
+    """Four hosts, the launcher on n1: n4's connection never appears (it ended between two looks); n2's ends
+    first, alone, when the launcher tears the job down. n2 is not kept: n4 may have ended first, unseen."""
+    root, fdir = _tree(tmp_path), tmp_path / "failures"
+    fdir.mkdir()
+    watch = HostChannels(100, ("n1", "n2", "n3", "n4"), fdir, here=("n1",), proc=str(root))
+    watch.poll()
+    assert watch.never_seen() == ("n4",) and watch.remote == ("n2", "n3", "n4")
+    os.rename(root / "101", root / "gone")
+    watch.poll()
+    assert watch.lost is None and watch.done and "n4 was never seen" in watch.note, watch.note
+    # the launcher's node not known: one host without a connection may be it, so the loss is kept
+    root = _tree(tmp_path / "unknown")
+    watch = HostChannels(100, ("n1", "n2", "n3"), fdir, proc=str(root))
+    watch.poll()
+    os.rename(root / "101", root / "gone")
+    watch.poll()
+    assert watch.lost is not None and watch.lost.host == "n2" and watch.never_seen() == ("n1",)
+
+
 def test_real_connections_their_end_order_from_pidfds(tmp_path):
     """A stand-in launcher with one child per host (``python -c ... HOST``, like ``ssh HOST orted``); one killed."""
     import signal
@@ -156,6 +204,41 @@ def test_real_connections_their_end_order_from_pidfds(tmp_path):
         watch.poll()
         assert watch.lost is not None and watch.lost.host == "n2" and watch.lost.still_up == ("n3",), watch.lost
         assert watch.done and watch._waiter is None or not watch._waiter.is_alive()
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+
+def test_the_first_end_is_judged_when_the_launcher_exits_before_a_poll(tmp_path):
+    """The waiter saw n2's connection end, then n3's; the launcher exited before any poll: finish() keeps n2."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if not hasattr(os, "pidfd_open"):
+        import pytest
+        pytest.skip("no pidfd_open on this platform: the ends' order comes from polls only")
+    script = ("import subprocess, sys, time\n"
+              "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', h]) for h in ('n2', 'n3')]\n"
+              "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+              "time.sleep(60)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        kids = [int(p) for p in launcher.stdout.readline().split()]
+        watch = HostChannels(launcher.pid, ("n1", "n2", "n3"), tmp_path, here=("n1",))
+        for _ in range(250):  # the waiter finds both (no poll: the waiter alone looks, every 20 ms)
+            if watch.seen_hosts() == {"n2", "n3"}:
+                break
+            time.sleep(0.02)
+        assert watch.seen_hosts() == {"n2", "n3"}
+        os.kill(kids[0], signal.SIGKILL)
+        time.sleep(0.3)
+        os.kill(kids[1], signal.SIGKILL)
+        time.sleep(0.3)
+        watch.finish()
+        assert watch.lost is not None and watch.lost.host == "n2" and watch.lost.still_up == ("n3",), watch.note
+        assert watch.never_seen() == ()
     finally:
         launcher.kill()
         launcher.wait()

@@ -85,6 +85,10 @@ class AttemptResult:
     (:mod:`ezpz.launch_drivers.host_channels`; watched only when ``channel_hosts`` is given)."""
     channel_note: str = ""
     """Why a connection that ended was not kept as the cause."""
+    unseen_hosts: tuple[str, ...] = field(default=(), converter=as_tuple)
+    """The remote hosts whose connection was never seen (watched hosts less ``channel_here``)."""
+    channel_here: tuple[str, ...] = field(default=(), converter=as_tuple)
+    """The watched hosts that are the launcher's own node (empty: not known, or not watched)."""
     log: Path | None = None
 
 
@@ -215,11 +219,12 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                 log_path: Path | None = None, sink: IO[bytes] | None = None, failure_dir: Path | None = None,
                 failure_grace_s: float | None = None, names_host: Callable[[], bool] | None = None,
                 watch: Callable[[], bool] | None = None,
-                channel_hosts: Sequence[str] | None = None) -> AttemptResult:
+                channel_hosts: Sequence[str] | None = None, channel_here: Sequence[str] = ()) -> AttemptResult:
     """Run ``command`` once (raises OSError if it cannot start); see the module docstring.
 
     ``watch`` is called about once a second while the job runs; when it returns True the job is ended.
-    ``channel_hosts``: the hosts whose launcher connections to watch (:class:`HostChannels`).
+    ``channel_hosts``: the hosts whose launcher connections to watch (:class:`HostChannels`); ``channel_here``:
+    those that are the launcher's own node (no connection).
     """
     env = dict(environ)
     env.update(command.env)
@@ -238,7 +243,7 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
         pump = _Pump(read_fd, sink, log)
         pump.start()
         interrupts.group = proc.pid
-        channels = HostChannels(proc.pid, channel_hosts, failure_dir) if channel_hosts else None
+        channels = HostChannels(proc.pid, channel_hosts, failure_dir, here=channel_here) if channel_hosts else None
         alive: tuple[int, ...] = ()
         timed_out, idle, after_failure, on_named, by_watch = False, 0.0, False, False, False
         first_record: float | None = None
@@ -281,7 +286,7 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                     _end_group(proc, grace_s)
         finally:
             if channels is not None:
-                channels.stop()
+                channels.finish()
             if proc.poll() is None:  # an exception (not a signal) got us here
                 _end_group(proc, 0.0)
             proc.wait()
@@ -296,7 +301,9 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                              ended_on_named_host=on_named, ended_by_watch=by_watch, log=log_path,
                              lost_channel=channels.lost if channels is not None and not (
                                  interrupts.stopped or timed_out or after_failure or on_named or by_watch) else None,
-                             channel_note=channels.note if channels is not None else "")
+                             channel_note=channels.note if channels is not None else "",
+                             unseen_hosts=channels.never_seen() if channels is not None else (),
+                             channel_here=channels.here if channels is not None else ())
     finally:
         if log is not None:
             log.close()

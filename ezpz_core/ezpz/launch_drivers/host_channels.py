@@ -6,9 +6,12 @@ Open MPI says only "ORTE was unable to reliably start one or more daemons", nami
 the connection that ended first names it. :class:`HostChannels` finds them (Linux ``/proc``, by parent pid),
 learns the order they end in from a thread waiting on their pidfds (exact, where the kernel has ``pidfd_open``;
 else the next poll, at most 0.2 s later), and keeps the first loss only when it came alone: the launcher still
-running, another host's connection still up, and no rank record or exit marker written yet (a launcher ending the
-job closes every connection, in some order). Ranks (a rank variable in their environment) are never connections,
-whatever their arguments name. The supervisor uses the loss only when the launcher's log says a daemon failed.
+running, another host's connection still up, no rank record or exit marker written yet (a launcher ending the
+job closes every connection, in some order), and every remote host's connection seen up before it (a connection
+never seen may have ended first, unseen: then the launcher's teardown ends the seen ones, and the first of those
+is no cause). The launcher's own node (``here``) has no connection. Ranks (a rank variable in their environment)
+are never connections, whatever their arguments name. :attr:`HostChannels.never_seen` lists the remote hosts
+whose connection was never seen. The supervisor uses all this only when the launcher's log says a daemon failed.
 """
 
 from __future__ import annotations
@@ -100,12 +103,18 @@ class HostChannels:
     """Watch the connections below ``launcher_pid`` to ``hosts``; :attr:`lost` is the first that ended first.
 
     ``failure_dir`` is the attempt's: a rank record (``rank-*.json``) or exit marker (``ended-*``) there before
-    the loss makes the loss a consequence, not the cause, and nothing is kept.
+    the loss makes the loss a consequence, not the cause, and nothing is kept. ``here``: the hosts that are the
+    launcher's own node (no connection to them is looked for).
     """
 
     def __init__(self, launcher_pid: int, hosts: Sequence[str], failure_dir: Path | None, *,
-                 proc: str = "/proc") -> None:
+                 here: Sequence[str] = (), proc: str = "/proc") -> None:
         self.launcher_pid, self.hosts, self.failure_dir, self.proc = launcher_pid, tuple(hosts), failure_dir, proc
+        self.here = tuple(h for h in here if h in self.hosts)
+        """The launcher's own node(s) among ``hosts`` (:mod:`ezpz.launch_drivers.launcher_node`); empty: not known."""
+        self.remote = tuple(h for h in self.hosts if h not in self.here)
+        self._expected = len(self.remote) if self.here else len(self.hosts) - 1
+        """How many hosts' connections to look for (one host, not told, may be the launcher's own)."""
         self.started = time.monotonic()
         self.lost: LostChannel | None = None
         self.note = ""
@@ -168,8 +177,7 @@ class HostChannels:
             for fd in fds:
                 poller.register(fd, select.POLLIN)
             poller.register(self._wake_r, select.POLLIN)
-            fast = time.monotonic() - self.started < _FAST_S and \
-                len({h for h, _ in list(self._pids.values())}) < len(self.hosts) - 1
+            fast = time.monotonic() - self.started < _FAST_S and len(self.seen_hosts()) < self._expected
             try:
                 ready = [fd for fd, _ in poller.poll(int(1000 * self._scan_every) if fast else 1000)]
             except OSError:
@@ -263,6 +271,33 @@ class HostChannels:
             return
         with self._lock:  # the waiter's order, from when it saw the ends: the first host, alone
             ended = sorted(self._ended)
+        self._judge(pids, up, gone, ended, now)
+
+    def seen_hosts(self) -> set[str]:
+        """The hosts whose connection was seen up at some look."""
+        with self._lock:
+            return {h for h, _ in self._pids.values()}
+
+    def never_seen(self) -> tuple[str, ...]:
+        """The remote hosts (``hosts`` less ``here``) whose connection was never seen, in host order."""
+        seen = self.seen_hosts()
+        return tuple(h for h in self.remote if h not in seen)
+
+    def finish(self) -> None:
+        """The launcher has exited: stop, and judge the ends the waiter saw that no poll got to (the launcher may
+        exit within a poll's interval of the first end)."""
+        self.stop()
+        if self.lost is not None or self.note or self._waiter is None:
+            return
+        with self._lock:
+            ended, pids = sorted(self._ended), dict(self._pids)
+        if ended:
+            gone = sorted({pids[p][0] for _, p, _ in ended})
+            self._judge(pids, {h: [] for h, _ in pids.values() if h not in gone}, gone, ended, ended[0][0])
+
+    def _judge(self, pids: dict[int, tuple[str, str]], up: dict[str, list[int]], gone: list[str],
+               ended: list[tuple[float, int, bool]], now: float) -> None:
+        """Keep the first loss as :attr:`lost` when it came alone, else say why not (:attr:`note`); stop."""
         if ended:
             first = pids[ended[0][1]][0]
             # another host's connection ended in the same wake-up of the waiter, or nearly: no order to go by
@@ -272,13 +307,17 @@ class HostChannels:
             calm = ended[0][2]
         else:
             calm = self._alive(self.launcher_pid) and self._quiet()
-        alone = len(gone) == 1 and bool(up) and calm
+        unseen = [h for h in self.never_seen() if h not in gone]
+        all_seen = len(unseen) <= (0 if self.here else 1)  # not told apart: one may be the launcher's own node
+        alone = len(gone) == 1 and bool(up) and calm and all_seen
         self.stop()  # only the first loss can be the cause
         if not alone:
             self.note = (f"the launcher's connections to {', '.join(gone)} ended "
                          + ("together (no order to go by)" if len(gone) > 1 else
                             "with no other host's connection up" if not up else
-                            "after a rank recorded a failure or exited, or with the launcher"))
+                            "after a rank recorded a failure or exited, or with the launcher" if not calm else
+                            f"while its connection to {', '.join(unseen)} was never seen (it may have ended "
+                            f"first, unseen)"))
         if alone:
             pid, (host, command) = next((p, hc) for p, hc in pids.items() if hc[0] == gone[0])
             self.lost = LostChannel(host=host, pid=pid, command=command, still_up=sorted(up),

@@ -108,6 +108,10 @@ class AttemptFacts:
     """The launcher's connection to a host that ended first, before any rank recorded or exited."""
     channel_note: str = ""
     """Why a connection that ended was not taken as the cause (said as evidence set aside)."""
+    unseen_hosts: tuple[str, ...] = field(default=(), converter=as_tuple)
+    """The remote hosts whose launcher connection was never seen (given only when a daemon failed)."""
+    launcher_here: tuple[str, ...] = field(default=(), converter=as_tuple)
+    """The hosts that are the launcher's own node (no daemon, no connection); empty: not known."""
 
 
 @frozen(kw_only=True)
@@ -279,12 +283,16 @@ def _stopped_reporting(facts: AttemptFacts, wrote: set[str], set_aside: list[tup
 
 
 def _lost_channel(facts: AttemptFacts, set_aside: list[tuple[str, str]]) -> dict[str, list[str]]:
-    """The host whose launcher connection ended first, while the launcher and the other connections ran."""
+    """The host whose launcher connection ended first, while the launcher and the other connections ran; else the
+    one node with a daemon whose connection was never seen up (it ended between two looks)."""
     lost = facts.lost_channel
     if lost is None:
+        unseen = _never_connected(facts, set_aside)
         if facts.channel_note:
-            set_aside.append(("connection", f"{facts.channel_note}: too little to tell which failed"))
-        return {}
+            set_aside.append(("connection", f"{facts.channel_note}: " + (
+                "taken as the launcher ending the job after the failure" if unseen else
+                "too little to tell which failed")))
+        return unseen
     if lost.host not in facts.hosts:
         set_aside.append(("connection", f"the launcher's connection to {lost.host} ended first, but it is not an "
                                         f"active host"))
@@ -293,6 +301,30 @@ def _lost_channel(facts: AttemptFacts, set_aside: list[tuple[str, str]]) -> dict
                         f"{lost.after_s:g} s in, first, before any rank recorded a failure or exited, while the "
                         f"launcher and its connections to {', '.join(lost.still_up)} ran; the launcher named no "
                         f"host"]}
+
+
+def _never_connected(facts: AttemptFacts, set_aside: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Open MPI said a daemon failed and named no host: when the launcher's own node is known (it starts no daemon
+    there) and the launcher's connection to every other host was seen up but one's, that host's daemon failed
+    before the watcher's next look."""
+    unseen = [h for h in facts.unseen_hosts if h in facts.hosts and h not in facts.launcher_here]
+    if not unseen:
+        return {}
+    if not facts.launcher_here:
+        set_aside.append(("connection", f"the launcher's connection to {', '.join(unseen)} was never seen, but "
+                                        f"which host is the launcher's own node (no connection) is not known"))
+        return {}
+    if len(unseen) > 1:
+        set_aside.append(("connection", f"the launcher's connections to {', '.join(unseen)} were never seen: "
+                                        f"too many to tell which daemon failed"))
+        return {}
+    h = unseen[0]
+    others = [x for x in facts.hosts if x != h and x not in facts.launcher_here]
+    seen = (f"while its connections to {', '.join(others)} were seen up" if others else
+            "and it is the only host with a daemon")
+    return {h: [f"the launcher's connection to host {h} was never seen up, {seen}; the launcher runs on "
+                f"{', '.join(facts.launcher_here)} (no daemon there); the launcher said a daemon failed and named no "
+                f"host: {h}'s daemon ended between two looks"]}
 
 
 def records_name_hosts(records: Sequence[FailureRecord], rank_hosts: Mapping[int, str], hosts: Sequence[str]

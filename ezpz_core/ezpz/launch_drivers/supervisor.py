@@ -48,6 +48,7 @@ from ezpz.launch_drivers.attempt import AttemptResult, Interrupts, run_attempt
 from ezpz.launch_drivers.false_success import judge_markers
 from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.host_channels import daemon_failed
+from ezpz.launch_drivers.launcher_node import launcher_nodes
 from ezpz.launch_drivers.layout import hostfile_allocation
 from ezpz.launch_drivers.marked import LAUNCHER_PID_VAR, MARKER
 from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts,
@@ -55,6 +56,7 @@ from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classif
 from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
 from ezpz.launch_drivers.straggler_report import ReportFollower, summary_lines
 from ezpz.primitives import bookkeeping_dir
+from ezpz.probes.own_addresses import own_addresses
 from ezpz.primitives.frozen_records import frozen
 from ezpz.primitives.json_values import jsonable
 from ezpz.steps.straggler_exchange import REPORT_NAME
@@ -243,7 +245,9 @@ class Supervisor:
                                  failure_dir=fdir if kept else None,
                                  failure_grace_s=o.failure_grace or None, names_host=names_host,
                                  watch=follower.poll,
-                                 channel_hosts=active if self.pool is not None and kept else None)
+                                 channel_hosts=active if self.pool is not None and kept else None,
+                                 channel_here=launcher_nodes(active, socket.gethostname(), own_addresses())
+                                 if self.pool is not None and kept else ())
         except OSError as error:
             self.say(f"{P}: error: cannot run {plan.command.argv[0]!r}: {error.strerror or error}. "
                      f"Fix: put it on PATH (load your MPI or Slurm module), or pick another with --launcher")
@@ -358,7 +362,9 @@ class Supervisor:
                              alive_ranks=result.alive_ranks, log_hits=log_hits(text, self.signatures, hosts),
                              first_failure=first_failure(text, hosts), markers=markers,
                              lost_channel=result.lost_channel if daemon_failed(text) else None,
-                             channel_note=result.channel_note if daemon_failed(text) else "")
+                             channel_note=result.channel_note if daemon_failed(text) else "",
+                             unseen_hosts=result.unseen_hosts if daemon_failed(text) else (),
+                             launcher_here=result.channel_here)
         return classify(facts, spares_left=len(pool.spares), prior_progress=self.prior_progress,
                         attempts_left=limit - k, min_nodes=self.options.min_nodes, lost_before=self.lost)
 
