@@ -316,7 +316,7 @@ class HostChannels:
                          + ("together (no order to go by)" if len(gone) > 1 else
                             "with no other host's connection up" if not up else
                             "after a rank recorded a failure or exited, or with the launcher" if not calm else
-                            f"while its connection to {', '.join(unseen)} was never seen (it may have ended "
+                            f"while the connection to {', '.join(unseen)} was never seen (it may have ended "
                             f"first, unseen)"))
         if alone:
             pid, (host, command) = next((p, hc) for p, hc in pids.items() if hc[0] == gone[0])

@@ -56,9 +56,9 @@ from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classif
 from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
 from ezpz.launch_drivers.straggler_report import ReportFollower, summary_lines
 from ezpz.primitives import bookkeeping_dir
-from ezpz.probes.own_addresses import own_addresses
 from ezpz.primitives.frozen_records import frozen
 from ezpz.primitives.json_values import jsonable
+from ezpz.probes.own_addresses import own_addresses
 from ezpz.steps.straggler_exchange import REPORT_NAME
 
 __all__ = ["AUTO_RETRY_TIMEOUT_S", "BACKOFF_CAP_S", "SupervisionOptions", "Supervisor", "default_job_dir",
