@@ -320,8 +320,9 @@ def _one(bed: NetBed, tmp: Path, name: str, kind: str, victims: tuple[int, int],
     return row
 
 
-EVIDENCE_KINDS = (("was never seen up", "connection_never_seen"), ("the launcher's connection to host", "connection_ended"),
-                  ("ezpz's markers", "markers"), ("log: ", "log"), ("launcher: ", "launcher"), ("every rank on host", "vanished"),
+EVIDENCE_KINDS = (("was never seen up", "connection_never_seen"),
+                  ("the launcher's connection to host", "connection_ended"), ("ezpz's markers", "markers"),
+                  ("log: ", "log"), ("launcher: ", "launcher"), ("every rank on host", "vanished"),
                   ("recorded", "records"))
 """How a verdict's evidence line named its host (the first phrase found), for the rows' ``named_by``."""
 
