@@ -239,6 +239,54 @@ def test_auto_retry_stops_when_open_mpi_finds_no_rsh_agent(tmp_path):
     assert proc.returncode == 243
 
 
+DYING_AGENT = """#!/bin/sh
+host=$1; shift
+case $host in
+  nodec) exec /bin/sh -c 'sleep 1; exit 137' ;;
+esac
+exec 3<&0
+/bin/sh -c "$*" <&3 3<&- &
+child=$!
+trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
+rc=0
+while :; do wait $child; rc=$?; kill -0 $child 2>/dev/null || break; done
+exit $rc
+"""
+"""Open MPI's launch agent (``plm_rsh_agent``) for three hosts on this one machine: this machine's own name (no
+agent: the launcher's node), ``nodeb`` (its daemon runs here, the agent staying as ssh does) and ``nodec``, whose
+daemon never starts: its agent drops the host from its command line at once (as a connection that ended between two
+of the watcher's looks) and exits 137 a second later, as ssh does when the remote ``orted`` is SIGKILLed. By then
+``nodeb``'s connection has been up a while."""
+
+
+def test_auto_retry_names_the_node_whose_open_mpi_daemon_died_at_once(tmp_path):
+    """Open MPI says only "ORTE was unable to reliably start one or more daemons": ezpz names ``nodec`` from the
+    launcher's connections (the one that ended first, or, when it ended before it could be seen, the one daemon
+    host never seen while ``nodeb``'s was), leaves ``nodeb`` and this machine alone, and the job goes on without it.
+    """
+    import socket
+
+    need_open_mpi()
+    agent = tmp_path / "agent.sh"
+    agent.write_text(DYING_AGENT)
+    agent.chmod(0o755)
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"{socket.gethostname()}\nnodeb\nnodec\n")
+    proc = launch("--auto-retry", "--nhosts", "3", "--ppn", "1", "--spare-nodes", "0", "--min-nodes", "2",
+                  "--launcher", "mpiexec", "--hostfile", str(hosts), "--retry-delay", "0", "--job-dir", "job", "--",
+                  PY, "-c", "print('rank ran')", cwd=tmp_path, EZPZ_DEVICE="cpu", OMPI_MCA_plm_rsh_agent=str(agent))
+    runs = verdicts(tmp_path / "job")
+    assert len(runs) == 2, proc.stderr
+    first = runs[0]
+    assert first["status"] != 0 and "unable to reliably start one or more daemons" in \
+        (tmp_path / "job" / "attempt-0" / "output.log").read_text()
+    assert first["verdict"]["outcome"] == "shrink" and first["verdict"]["exclude"] == ["nodec"], first["verdict"]
+    assert first["result"]["channel_here"] == [socket.gethostname()]
+    assert "the launcher's connection to host nodec" in first["verdict"]["evidence"][0]
+    assert runs[1]["verdict"]["outcome"] == "success" and runs[1]["hosts"] == [socket.gethostname(), "nodeb"]
+    assert proc.returncode == 0 and proc.stdout.count("rank ran") == 2, proc.stderr
+
+
 def test_retries_do_not_rerun_a_script_that_does_not_compile(tmp_path):
     """``--retries`` without ``--auto-retry``: a SyntaxError fails the same way on the same hosts: one attempt."""
     need_tool("torchrun")
