@@ -33,7 +33,9 @@ the right first cause (``sigterm_in_restart``: exit 143 and
 ``first cause: attempt 0: bad_host``; any other stop must print a first cause), hangs (a run still going after
 ``--deadline`` seconds is killed and counted), hosts wrongly blamed (excluded but not a node the fault struck), and
 steps lost beyond the last complete checkpoint (an attempt resuming from an older step than the newest checkpoint
-reported complete before it). Needs root (network namespaces) and Open MPI. Writes JSON to ``--out``.
+reported complete before it). Each run's row also says which evidence named each struck node (``named_by``: the
+records, the launcher's line, ezpz's markers, the launcher's connection that ended first or the one never seen).
+Needs root (network namespaces) and Open MPI. Writes JSON to ``--out``.
 
     sudo python benchmarks/bench_chaos.py [--faults 20] [--seed 0] [--steps 25] [--kinds kill,link,...] [--out F]
 """
