@@ -6,7 +6,15 @@ naming the launcher's host. Recorded Open MPI output: tests/fixtures/open_mpi_st
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from ezpz.failures.rank_markers import Markers
 from ezpz.failures.record import FailureRecord
@@ -176,21 +184,27 @@ def test_a_loss_while_another_hosts_connection_was_never_seen_is_no_cause(tmp_pa
     assert watch.lost is not None and watch.lost.host == "n2" and watch.never_seen() == ("n1",)
 
 
-def test_real_connections_their_end_order_from_pidfds(tmp_path):
-    """A stand-in launcher with one child per host (``python -c ... HOST``, like ``ssh HOST orted``); one killed."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
+@contextmanager
+def _stand_in_launcher() -> Iterator[tuple[int, list[int]]]:
+    """A launcher with one child per host (``python -c ... HOST``, like ``ssh HOST orted``) for n2 and n3: its pid
+    and its children's pids, the children left unreaped when killed (as an ``mpiexec`` busy elsewhere)."""
     script = ("import subprocess, sys, time\n"
               "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', h]) for h in ('n2', 'n3')]\n"
               "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
               "time.sleep(60)\n")
     launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        kids = [int(p) for p in launcher.stdout.readline().split()]
-        watch = HostChannels(launcher.pid, ("n1", "n2", "n3"), tmp_path)
+        assert launcher.stdout is not None
+        yield launcher.pid, [int(p) for p in launcher.stdout.readline().split()]
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+
+def test_real_connections_their_end_order_from_pidfds(tmp_path):
+    """A stand-in launcher's connections to n2 and n3; n2's killed first."""
+    with _stand_in_launcher() as (launcher, kids):
+        watch = HostChannels(launcher, ("n1", "n2", "n3"), tmp_path)
         for _ in range(100):  # the waiter thread finds them (every 20 ms while some are missing)
             watch.poll()
             if len(watch._pids) == 2:
@@ -204,29 +218,14 @@ def test_real_connections_their_end_order_from_pidfds(tmp_path):
         watch.poll()
         assert watch.lost is not None and watch.lost.host == "n2" and watch.lost.still_up == ("n3",), watch.lost
         assert watch.done and watch._waiter is None or not watch._waiter.is_alive()
-    finally:
-        launcher.kill()
-        launcher.wait()
 
 
 def test_the_first_end_is_judged_when_the_launcher_exits_before_a_poll(tmp_path):
     """The waiter saw n2's connection end, then n3's; the launcher exited before any poll: finish() keeps n2."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     if not hasattr(os, "pidfd_open"):
-        import pytest
         pytest.skip("no pidfd_open on this platform: the ends' order comes from polls only")
-    script = ("import subprocess, sys, time\n"
-              "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', h]) for h in ('n2', 'n3')]\n"
-              "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
-              "time.sleep(60)\n")
-    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        kids = [int(p) for p in launcher.stdout.readline().split()]
-        watch = HostChannels(launcher.pid, ("n1", "n2", "n3"), tmp_path, here=("n1",))
+    with _stand_in_launcher() as (launcher, kids):
+        watch = HostChannels(launcher, ("n1", "n2", "n3"), tmp_path, here=("n1",))
         for _ in range(250):  # the waiter finds both (no poll: the waiter alone looks, every 20 ms)
             if watch.seen_hosts() == {"n2", "n3"}:
                 break
@@ -239,6 +238,3 @@ def test_the_first_end_is_judged_when_the_launcher_exits_before_a_poll(tmp_path)
         watch.finish()
         assert watch.lost is not None and watch.lost.host == "n2" and watch.lost.still_up == ("n3",), watch.note
         assert watch.never_seen() == ()
-    finally:
-        launcher.kill()
-        launcher.wait()

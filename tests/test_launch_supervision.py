@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -264,8 +265,6 @@ def test_auto_retry_names_the_node_whose_open_mpi_daemon_died_at_once(tmp_path):
     launcher's connections (the one that ended first, or, when it ended before it could be seen, the one daemon
     host never seen while ``nodeb``'s was), leaves ``nodeb`` and this machine alone, and the job goes on without it.
     """
-    import socket
-
     need_open_mpi()
     agent = tmp_path / "agent.sh"
     agent.write_text(DYING_AGENT)

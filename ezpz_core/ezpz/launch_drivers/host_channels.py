@@ -307,7 +307,7 @@ class HostChannels:
             calm = ended[0][2]
         else:
             calm = self._alive(self.launcher_pid) and self._quiet()
-        unseen = [h for h in self.never_seen() if h not in gone]
+        unseen = self.never_seen()
         all_seen = len(unseen) <= (0 if self.here else 1)  # not told apart: one may be the launcher's own node
         alone = len(gone) == 1 and bool(up) and calm and all_seen
         self.stop()  # only the first loss can be the cause

@@ -357,13 +357,14 @@ class Supervisor:
             return Verdict(outcome="retry", retry=True, reason=f"exit {result.status}; --retries allows "
                                                                f"{limit - k} more")
         text = _log_text(result.log) if result.status else ""
+        daemon = daemon_failed(text) is not None  # the connections are evidence only under this line
         facts = AttemptFacts(attempt=k, status=result.status, hosts=hosts, rank_hosts=rank_hosts, records=records,
                              timed_out=result.timed_out, interrupted=result.interrupted, progress=result.progress,
                              alive_ranks=result.alive_ranks, log_hits=log_hits(text, self.signatures, hosts),
                              first_failure=first_failure(text, hosts), markers=markers,
-                             lost_channel=result.lost_channel if daemon_failed(text) else None,
-                             channel_note=result.channel_note if daemon_failed(text) else "",
-                             unseen_hosts=result.unseen_hosts if daemon_failed(text) else (),
+                             lost_channel=result.lost_channel if daemon else None,
+                             channel_note=result.channel_note if daemon else "",
+                             unseen_hosts=result.unseen_hosts if daemon else (),
                              launcher_here=result.channel_here)
         return classify(facts, spares_left=len(pool.spares), prior_progress=self.prior_progress,
                         attempts_left=limit - k, min_nodes=self.options.min_nodes, lost_before=self.lost)
