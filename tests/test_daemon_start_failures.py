@@ -57,7 +57,7 @@ def test_the_one_daemon_host_whose_connection_was_never_seen_is_named():
     """Recorded run's miss: the killed daemon's connection started and ended between two looks; the launcher's node
     (.1) has none; the connection to .4 was seen (and ended with the launcher's teardown)."""
     text = (RECORDED / "daemon_death.log").read_text()
-    kw = dict(markers=Markers(started={}, ended={}), unseen_hosts=("198.18.51.2",))
+    kw = dict(markers=Markers(started={}, ended={}), unseen_hosts=("198.18.51.2",), channels_settled=True)
     v = classify(_facts(text, 137, launcher_here=("198.18.51.1",),
                         channel_note="the launcher's connections to 198.18.51.4 ended with no other host's "
                                      "connection up", **kw),
@@ -74,6 +74,11 @@ def test_the_one_daemon_host_whose_connection_was_never_seen_is_named():
                         unseen_hosts=("198.18.51.2", "198.18.51.4")),
                  spares_left=0, prior_progress=True, attempts_left=3, min_nodes=2)
     assert v.outcome == "unknown" and v.exclude == () and any("too many" in why for _, why in v.rejected)
+    # the watcher never looked again before the first end (a loaded node): .2's connection may have been up all
+    # along, started after its last look (and .4's the failed one, seen early): nothing is named
+    v = classify(_facts(text, 137, launcher_here=("198.18.51.1",), **(kw | dict(channels_settled=False))),
+                 spares_left=0, prior_progress=True, attempts_left=3, min_nodes=2)
+    assert v.outcome == "unknown" and v.exclude == () and any("did not look again" in why for _, why in v.rejected)
     # the connection that was seen ending first outranks an inference from one never seen
     lost = LostChannel(host="198.18.51.4", pid=7, command="ssh 198.18.51.4 orted", still_up=("198.18.51.2",))
     v = classify(_facts(text, 137, launcher_here=("198.18.51.1",), lost_channel=lost, **kw), spares_left=0,
@@ -182,6 +187,34 @@ def test_a_loss_while_another_hosts_connection_was_never_seen_is_no_cause(tmp_pa
     os.rename(root / "101", root / "gone")
     watch.poll()
     assert watch.lost is not None and watch.lost.host == "n2" and watch.never_seen() == ("n1",)
+
+
+def test_settled_says_the_last_look_before_the_first_end_found_every_connection_up_and_none_new(tmp_path):
+    """A look that found a new connection, or after one ended, does not settle: a connection never seen may have
+    started after it. The first end freezes the answer."""
+    root, fdir = _tree(tmp_path), tmp_path / "failures"
+    fdir.mkdir()
+    watch = HostChannels(100, ("n1", "n2", "n3", "n4"), fdir, here=("n1",), proc=str(root))
+    watch.poll()
+    assert not watch.settled  # n2 and n3 were new at this look
+    watch.poll()
+    assert watch.settled  # looked again: both up, none new
+    _proc(root, 104, 100, ["ssh", "n4", "orted"])
+    watch.poll()
+    assert not watch.settled and watch.never_seen() == ()
+    os.rename(root / "104", root / "gone")  # n4 ends before another look: the look before it found n4 new
+    watch.poll()
+    assert not watch.settled and watch.done
+    # the healthy host's connection starts after the only look that found the failing one, then both end
+    root = tmp_path / "late"
+    root.mkdir()
+    _proc(root, 100, 1, ["mpiexec"])
+    _proc(root, 102, 100, ["ssh", "n3", "orted"])
+    watch = HostChannels(100, ("n1", "n2", "n3"), fdir, here=("n1",), proc=str(root))
+    watch.poll()
+    os.rename(root / "102", root / "gone")
+    watch.poll()
+    assert watch.never_seen() == ("n2",) and not watch.settled
 
 
 @contextmanager

@@ -243,7 +243,7 @@ def test_auto_retry_stops_when_open_mpi_finds_no_rsh_agent(tmp_path):
 DYING_AGENT = """#!/bin/sh
 host=$1; shift
 case $host in
-  nodec) exec /bin/sh -c 'sleep 1; exit 137' ;;
+  nodec) exec /bin/sh -c 'sleep 3; exit 137' ;;
 esac
 exec 3<&0
 /bin/sh -c "$*" <&3 3<&- &
@@ -256,8 +256,8 @@ exit $rc
 """Open MPI's launch agent (``plm_rsh_agent``) for three hosts on this one machine: this machine's own name (no
 agent: the launcher's node), ``nodeb`` (its daemon runs here, the agent staying as ssh does) and ``nodec``, whose
 daemon never starts: its agent drops the host from its command line at once (as a connection that ended between two
-of the watcher's looks) and exits 137 a second later, as ssh does when the remote ``orted`` is SIGKILLed. By then
-``nodeb``'s connection has been up a while."""
+of the watcher's looks) and exits 137 three seconds later, as ssh does when the remote ``orted`` is SIGKILLed. By
+then ``nodeb``'s connection has been up a while, seen at several looks even on a loaded machine."""
 
 
 def test_auto_retry_names_the_node_whose_open_mpi_daemon_died_at_once(tmp_path):

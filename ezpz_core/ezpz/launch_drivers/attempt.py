@@ -89,6 +89,9 @@ class AttemptResult:
     """The remote hosts whose connection was never seen (watched hosts less ``channel_here``)."""
     channel_here: tuple[str, ...] = field(default=(), converter=as_tuple)
     """The watched hosts that are the launcher's own node (empty: not known, or not watched)."""
+    channels_settled: bool = False
+    """The watcher's last look before the first connection ended found every connection it knew up and none new
+    (:attr:`~ezpz.launch_drivers.host_channels.HostChannels.settled`)."""
     log: Path | None = None
 
 
@@ -303,7 +306,8 @@ def run_attempt(command: Command, *, attempt: int, launch_id: str, environ: Mapp
                                  interrupts.stopped or timed_out or after_failure or on_named or by_watch) else None,
                              channel_note=channels.note if channels is not None else "",
                              unseen_hosts=channels.never_seen() if channels is not None else (),
-                             channel_here=channels.here if channels is not None else ())
+                             channel_here=channels.here if channels is not None else (),
+                             channels_settled=channels is not None and channels.settled)
     finally:
         if log is not None:
             log.close()

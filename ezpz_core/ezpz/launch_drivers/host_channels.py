@@ -11,7 +11,10 @@ job closes every connection, in some order), and every remote host's connection 
 never seen may have ended first, unseen: then the launcher's teardown ends the seen ones, and the first of those
 is no cause). The launcher's own node (``here``) has no connection. Ranks (a rank variable in their environment)
 are never connections, whatever their arguments name. :attr:`HostChannels.never_seen` lists the remote hosts
-whose connection was never seen. The supervisor uses all this only when the launcher's log says a daemon failed.
+whose connection was never seen, and :attr:`HostChannels.settled` says whether the watcher's last look before the
+first end found every connection it knew up and none new (else a healthy host's connection, up all along, may
+simply have started after that look: a loaded node's looks are far apart). The supervisor uses all this only when
+the launcher's log says a daemon failed.
 """
 
 from __future__ import annotations
@@ -49,8 +52,9 @@ _SCAN_EVERY_S = 1.0
 _STARTUP_S = 30.0
 _FAST_S = 10.0
 """For this long after the launcher starts, until every remote host's connection is found, the waiter thread looks
-for new ones every :data:`_FAST_SCAN_S` (or five times a scan's own duration, on a node with many processes): a
-node that is down ends its connection within moments."""
+for new ones every :data:`_FAST_SCAN_S` (or five times a scan's own CPU time, on a node with many processes; CPU
+time, not wall time, so that a loaded node goes on looking as often): a node that is down ends its connection within
+moments."""
 _FAST_SCAN_S = 0.02
 
 
@@ -120,6 +124,9 @@ class HostChannels:
         self.note = ""
         """Why no loss was kept, when one was seen (told as evidence set aside)."""
         self.done = False
+        self.settled = False
+        """The last look before the first end found every connection known so far up and no new one (a healthy
+        host's connection, up from the start until the launcher's teardown, was up at that look)."""
         self._pids: dict[int, tuple[str, str]] = {}  # pid -> (host, command)
         self._seen: set[int] = set()
         self._next_scan = 0.0
@@ -195,8 +202,9 @@ class HostChannels:
                     self._fds.pop(fd, None)
                 self._ended += [(now, pid, calm) for pid in exited]
             if fast and not self.done:
+                cpu = time.thread_time()
                 self._scan()
-                self._scan_every = max(_FAST_SCAN_S, 5 * (time.monotonic() - now))
+                self._scan_every = max(_FAST_SCAN_S, 5 * (time.thread_time() - cpu))
 
     def _alive(self, pid: int) -> bool:
         found = _parent_and_state(pid, self.proc)
@@ -212,7 +220,10 @@ class HostChannels:
         except OSError:
             self.done = True  # no /proc: nothing to watch
             return
-        parents = {pid: found[0] for pid in entries if (found := _parent_and_state(pid, self.proc)) is not None}
+        table = {pid: found for pid in entries if (found := _parent_and_state(pid, self.proc)) is not None}
+        parents = {pid: parent for pid, (parent, _) in table.items()}
+        intact = all(pid in table and table[pid][1] not in ("Z", "X") for pid in self._pids)
+        found_new = False
         below: set[int] = set()
         level = {self.launcher_pid}
         for _ in range(_DEPTH):
@@ -232,6 +243,9 @@ class HostChannels:
             if host is not None:
                 self._pids[pid] = (host, " ".join(argv)[:200])
                 self._watch_exit(pid)
+                found_new = True
+        if intact and not self._ended and not self.done:  # after the first end, the last look before it stands
+            self.settled = not found_new
 
     def _quiet(self) -> bool:
         """No rank has recorded a failure or exited yet."""

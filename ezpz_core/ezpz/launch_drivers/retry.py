@@ -112,6 +112,9 @@ class AttemptFacts:
     """The remote hosts whose launcher connection was never seen (given only when a daemon failed)."""
     launcher_here: tuple[str, ...] = field(default=(), converter=as_tuple)
     """The hosts that are the launcher's own node (no daemon, no connection); empty: not known."""
+    channels_settled: bool = False
+    """The watcher's last look before the first connection ended found every connection it knew up and none new:
+    a healthy host's connection (up from the start to the launcher's teardown) would have been seen."""
 
 
 @frozen(kw_only=True)
@@ -305,8 +308,8 @@ def _lost_channel(facts: AttemptFacts, set_aside: list[tuple[str, str]]) -> dict
 
 def _never_connected(facts: AttemptFacts, set_aside: list[tuple[str, str]]) -> dict[str, list[str]]:
     """Open MPI said a daemon failed and named no host: when the launcher's own node is known (it starts no daemon
-    there) and the launcher's connection to every other host was seen up but one's, that host's daemon failed
-    before the watcher's next look."""
+    there), the launcher's connection to every other host was seen up but one's, and the watcher looked again (every
+    connection up, none new) before the first ended, that host's daemon failed between two of its looks."""
     unseen = [h for h in facts.unseen_hosts if h in facts.hosts and h not in facts.launcher_here]
     if not unseen:
         return {}
@@ -318,9 +321,15 @@ def _never_connected(facts: AttemptFacts, set_aside: list[tuple[str, str]]) -> d
         set_aside.append(("connection", f"the launcher's connections to {', '.join(unseen)} were never seen: "
                                         f"too many to tell which daemon failed"))
         return {}
+    if not facts.channels_settled:
+        set_aside.append(("connection", f"the launcher's connection to {unseen[0]} was never seen, but the watcher "
+                                        f"did not look again (every connection up, none new) before the first "
+                                        f"ended: it may have been up all along, started after the last look"))
+        return {}
     h = unseen[0]
     others = [x for x in facts.hosts if x != h and x not in facts.launcher_here]
-    seen = (f"while its connections to {', '.join(others)} were seen up" if others else
+    seen = (f"while its connections to {', '.join(others)} were seen up (and up at the watcher's last look before "
+            f"the first ended)" if others else
             "and it is the only host with a daemon")
     return {h: [f"the launcher's connection to host {h} was never seen up, {seen}; the launcher runs on "
                 f"{', '.join(facts.launcher_here)} (no daemon there); the launcher said a daemon failed and named no "

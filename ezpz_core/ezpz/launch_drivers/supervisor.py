@@ -365,7 +365,7 @@ class Supervisor:
                              lost_channel=result.lost_channel if daemon else None,
                              channel_note=result.channel_note if daemon else "",
                              unseen_hosts=result.unseen_hosts if daemon else (),
-                             launcher_here=result.channel_here)
+                             launcher_here=result.channel_here, channels_settled=result.channels_settled)
         return classify(facts, spares_left=len(pool.spares), prior_progress=self.prior_progress,
                         attempts_left=limit - k, min_nodes=self.options.min_nodes, lost_before=self.lost)
 
