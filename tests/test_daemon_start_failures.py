@@ -217,6 +217,26 @@ def test_settled_says_the_last_look_before_the_first_end_found_every_connection_
     assert watch.never_seen() == ("n2",) and not watch.settled
 
 
+def test_a_connection_caught_before_it_runs_its_program_is_looked_at_again(tmp_path):
+    """A child of the launcher seen between fork and exec has the launcher's command line (naming no host): it is
+    looked at again until it runs its own (``ssh n2 orted``), else a connection up all along goes unseen. A rank's
+    own children are never connections."""
+    root = tmp_path / "proc"
+    root.mkdir()
+    launcher = ["mpiexec", "-n", "3", "--hostfile", "hosts"]
+    _proc(root, 100, 1, launcher)
+    _proc(root, 101, 100, launcher)  # forked, not yet exec'd
+    _proc(root, 103, 100, ["python", "train.py"], {"OMPI_COMM_WORLD_RANK": "0"})
+    _proc(root, 104, 103, ["ssh", "n3", "true"])  # a rank's child: not the launcher's connection
+    watch = HostChannels(100, ("n1", "n2", "n3"), None, here=("n1",), proc=str(root))
+    watch.poll()
+    watch.poll()
+    assert watch.never_seen() == ("n2", "n3") and not watch.settled  # a look with a process between fork and exec
+    (root / "101" / "cmdline").write_bytes(b"ssh\0-x\0n2\0orted\0")
+    watch.poll()
+    assert watch.never_seen() == ("n3",) and [h for h, _ in watch._pids.values()] == ["n2"]
+
+
 @contextmanager
 def _stand_in_launcher() -> Iterator[tuple[int, list[int]]]:
     """A launcher with one child per host (``python -c ... HOST``, like ``ssh HOST orted``) for n2 and n3: its pid

@@ -125,10 +125,13 @@ class HostChannels:
         """Why no loss was kept, when one was seen (told as evidence set aside)."""
         self.done = False
         self.settled = False
-        """The last look before the first end found every connection known so far up and no new one (a healthy
-        host's connection, up from the start until the launcher's teardown, was up at that look)."""
+        """The last look before the first end found every connection known so far up, no new one, and no process
+        between fork and exec (a healthy host's connection, up from the start to the launcher's teardown, was up and
+        seen at that look)."""
         self._pids: dict[int, tuple[str, str]] = {}  # pid -> (host, command)
         self._seen: set[int] = set()
+        """Processes looked at for good (a connection, a rank, or neither once it has run its own program)."""
+        self._ranks: set[int] = set()
         self._next_scan = 0.0
         self._ended: list[tuple[float, int, bool]] = []  # (when, pid, launcher up and no record yet at the first)
         self._fds: dict[int, int] = {}  # pidfd -> pid, for the waiter
@@ -221,31 +224,39 @@ class HostChannels:
             self.done = True  # no /proc: nothing to watch
             return
         table = {pid: found for pid in entries if (found := _parent_and_state(pid, self.proc)) is not None}
-        parents = {pid: parent for pid, (parent, _) in table.items()}
         intact = all(pid in table and table[pid][1] not in ("Z", "X") for pid in self._pids)
-        found_new = False
+        looks: list[bool | None] = []
         below: set[int] = set()
         level = {self.launcher_pid}
-        for _ in range(_DEPTH):
-            level = {pid for pid, parent in parents.items() if parent in level} - below
+        for _ in range(_DEPTH):  # a level at a time: a rank's own children (loaders, compilers) are not looked at
+            level = {pid for pid, (parent, _) in table.items() if parent in level and parent not in self._ranks}
+            level -= below
             below |= level
-        for pid in below - self._seen:
-            self._seen.add(pid)
-            raw = _read(f"{self.proc}/{pid}/cmdline")
-            env = _read(f"{self.proc}/{pid}/environ", 1 << 20)
-            if not raw or env is None:
-                continue
-            if rank_of(dict(item.decode("utf-8", "replace").partition("=")[::2] for item in env.split(b"\0")
-                            if b"=" in item)) is not None:
-                continue  # a rank, whatever its arguments name
-            argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
-            host = _named_host(argv, self.hosts)
-            if host is not None:
-                self._pids[pid] = (host, " ".join(argv)[:200])
-                self._watch_exit(pid)
-                found_new = True
+            looks += [self._examine(pid, table[pid][0]) for pid in sorted(level - self._seen)]
         if intact and not self._ended and not self.done:  # after the first end, the last look before it stands
-            self.settled = not found_new
+            self.settled = not any(found is not False for found in looks)
+
+    def _examine(self, pid: int, parent: int) -> bool | None:
+        """Look at a process below the launcher: True when it is a new connection to a host, None when it is not
+        running its own program yet (looked at again next time)."""
+        raw = _read(f"{self.proc}/{pid}/cmdline")
+        if raw is not None and raw == _read(f"{self.proc}/{parent}/cmdline"):
+            return None  # forked, not yet running its own program (its parent's command line)
+        self._seen.add(pid)
+        env = _read(f"{self.proc}/{pid}/environ", 1 << 20)
+        if not raw or env is None:
+            return False
+        if rank_of(dict(item.decode("utf-8", "replace").partition("=")[::2] for item in env.split(b"\0")
+                        if b"=" in item)) is not None:
+            self._ranks.add(pid)
+            return False  # a rank, whatever its arguments name
+        argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
+        host = _named_host(argv, self.hosts)
+        if host is None:
+            return False
+        self._pids[pid] = (host, " ".join(argv)[:200])
+        self._watch_exit(pid)
+        return True
 
     def _quiet(self) -> bool:
         """No rank has recorded a failure or exited yet."""
