@@ -97,6 +97,11 @@ def _parent_and_state(pid: int, proc: str) -> tuple[int, str] | None:
         return None
 
 
+def _running(found: tuple[int, str] | None) -> bool:
+    """A process's (parent, state) says it runs: present, neither a zombie nor dead."""
+    return found is not None and found[1] not in ("Z", "X")
+
+
 def _named_host(argv: list[str], hosts: Sequence[str]) -> str | None:
     """The one active host an argument names exactly (``user@host`` too); None for none or several."""
     named = {a.rsplit("@", 1)[-1] for a in argv[1:]} & set(hosts)
@@ -210,8 +215,7 @@ class HostChannels:
                 self._scan_every = max(_FAST_SCAN_S, 5 * (time.thread_time() - cpu))
 
     def _alive(self, pid: int) -> bool:
-        found = _parent_and_state(pid, self.proc)
-        return found is not None and found[1] not in ("Z", "X")
+        return _running(_parent_and_state(pid, self.proc))
 
     def _scan(self) -> None:
         with self._lock:
@@ -224,7 +228,8 @@ class HostChannels:
             self.done = True  # no /proc: nothing to watch
             return
         table = {pid: found for pid in entries if (found := _parent_and_state(pid, self.proc)) is not None}
-        intact = all(pid in table and table[pid][1] not in ("Z", "X") for pid in self._pids)
+        intact = all(_running(table.get(pid)) for pid in self._pids)
+        cmdlines: dict[int, bytes | None] = {}  # the parents' command lines, read once a look
         looks: list[bool | None] = []
         below: set[int] = set()
         level = {self.launcher_pid}
@@ -232,15 +237,19 @@ class HostChannels:
             level = {pid for pid, (parent, _) in table.items() if parent in level and parent not in self._ranks}
             level -= below
             below |= level
-            looks += [self._examine(pid, table[pid][0]) for pid in sorted(level - self._seen)]
+            for pid in sorted(level - self._seen):
+                parent = table[pid][0]
+                if parent not in cmdlines:
+                    cmdlines[parent] = _read(f"{self.proc}/{parent}/cmdline")
+                looks.append(self._examine(pid, cmdlines[parent]))
         if intact and not self._ended and not self.done:  # after the first end, the last look before it stands
-            self.settled = not any(found is not False for found in looks)
+            self.settled = all(found is False for found in looks)
 
-    def _examine(self, pid: int, parent: int) -> bool | None:
+    def _examine(self, pid: int, parent_cmdline: bytes | None) -> bool | None:
         """Look at a process below the launcher: True when it is a new connection to a host, None when it is not
         running its own program yet (looked at again next time)."""
         raw = _read(f"{self.proc}/{pid}/cmdline")
-        if raw is not None and raw == _read(f"{self.proc}/{parent}/cmdline"):
+        if raw is not None and raw == parent_cmdline:
             return None  # forked, not yet running its own program (its parent's command line)
         self._seen.add(pid)
         env = _read(f"{self.proc}/{pid}/environ", 1 << 20)
