@@ -146,11 +146,21 @@ def test_kill_all_nodes_inside_salloc_reaches_the_job_through_srun(tmp_path):
         f"echo BYSTANDER $B\n{sys.executable} -m ezpz kill --all-nodes --dry-run\n"
         f"{sys.executable} -m ezpz kill --all-nodes\nwait $L; echo LAUNCH_EXIT $?\n"
         f"kill -0 $B && echo BYSTANDER_ALIVE; kill $B\n")
-    proc = run(["salloc", *JOB, "-n", "2", "bash", str(script)], timeout=180)
+    # a launch of the same user outside this allocation (CI's stop-58 miss: this kill SIGTERMed another test's)
+    outside = subprocess.Popen([sys.executable, job, "sleep"], stdout=subprocess.PIPE, text=True,
+                               env={**env(), "EZPZ_LAUNCH_ID": f"outside-{tmp_path.name}", "EZPZ_ALLOCATION": ""})
+    try:
+        assert outside.stdout is not None and "READY" in outside.stdout.readline()
+        proc = run(["salloc", *JOB, "-n", "2", "bash", str(script)], timeout=180)
+        assert outside.poll() is None, "ezpz kill inside the allocation signalled a launch outside it"
+    finally:
+        outside.kill()
+        outside.wait()
     listed = [line for line in proc.stdout.splitlines() if "supervised_job.py sleep" in line and " -  " in line]
     bystander = proc.stdout.split("BYSTANDER ", 1)[1].split()[0]
-    assert len({line.split()[4] for line in listed if line.split()[4].isdigit()}) == 2, proc.stdout + proc.stderr
+    assert len({line.split()[5] for line in listed if line.split()[5].isdigit()}) == 2, proc.stdout + proc.stderr
     assert f" {bystander} " not in proc.stdout.split("BYSTANDER ", 1)[1].split("LAUNCH_EXIT", 1)[0]
+    assert f" {outside.pid} " not in proc.stdout, proc.stdout
     assert "SIGTERM sent to" in proc.stdout and "LAUNCH_EXIT 143" in proc.stdout and "BYSTANDER_ALIVE" in proc.stdout
 
 

@@ -1,9 +1,10 @@
 """Find the processes ``ezpz launch`` started, by the marker in their environment (Linux ``/proc``).
 
-``ezpz launch`` sets ``EZPZ_LAUNCH_ID`` (and ``EZPZ_LAUNCHER_PID``, its own pid)
-on the command it runs; every process below it inherits them. A process is
-the job's when ``/proc/<pid>/environ`` holds the marker and the process
-belongs to this user: never a match on a command line or a name.
+``ezpz launch`` sets ``EZPZ_LAUNCH_ID`` (and ``EZPZ_LAUNCHER_PID``, its own pid,
+and ``EZPZ_ALLOCATION``, the scheduler job it ran in) on the command it runs;
+every process below it inherits them. A process is the job's when
+``/proc/<pid>/environ`` holds the marker and the process belongs to this user:
+never a match on a command line or a name.
 """
 
 from __future__ import annotations
@@ -16,12 +17,18 @@ from attrs import field
 
 from ezpz.primitives.frozen_records import frozen
 
-__all__ = ["LAUNCHER_PID_VAR", "MARKER", "MarkedProcess", "ancestors", "launcher_of", "marked_processes", "rank_of"]
+__all__ = ["ALLOCATION_VAR", "LAUNCHER_PID_VAR", "MARKER", "SCHEDULER_JOB_VARS", "MarkedProcess", "allocation_of",
+           "ancestors", "launcher_of", "marked_processes", "rank_of"]
 
 MARKER = "EZPZ_LAUNCH_ID"
 """Set by ``ezpz launch`` on the launched command: one id per ``ezpz launch`` run."""
 LAUNCHER_PID_VAR = "EZPZ_LAUNCHER_PID"
 """The pid of the ``ezpz launch`` that started the job (checked to be an ancestor before it is trusted)."""
+ALLOCATION_VAR = "EZPZ_ALLOCATION"
+"""Set by ``ezpz launch``: the scheduler job it ran in (empty outside one), so every rank carries it, also where
+a launcher passes only ``EZPZ_*`` variables to other nodes (Open MPI's ``-x``)."""
+SCHEDULER_JOB_VARS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")
+"""Where a scheduler puts the id of the job (allocation) a process runs in, in the order read."""
 
 # Where launchers put a process's global rank, in the order trusted.
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "PALS_RANKID", "SLURM_PROCID")
@@ -38,6 +45,7 @@ class MarkedProcess:
     attempt: str = ""
     rank: int | None = None
     launcher_pid: int | None = None
+    allocation: str = ""
     cmdline: str = ""
     env: Mapping[str, str] = field(factory=dict, repr=False, eq=False)
 
@@ -66,6 +74,14 @@ def rank_of(env: Mapping[str, str]) -> int | None:
         if value.isdigit():
             return int(value)
     return None
+
+
+def allocation_of(env: Mapping[str, str]) -> str:
+    """The scheduler job a process runs in: ``ezpz launch``'s record of it, else the scheduler's own variable;
+    "" outside any job."""
+    if ALLOCATION_VAR in env:
+        return env[ALLOCATION_VAR].strip()
+    return next((value for name in SCHEDULER_JOB_VARS if (value := env.get(name, "").strip())), "")
 
 
 def _ppid(pid: int) -> int:
@@ -123,7 +139,7 @@ def marked_processes(launch_id: str | None = None, *, uid: int | None = None,
         cmd = (_read(entry / "cmdline", 4096) or b"").replace(b"\0", b" ").decode("utf-8", "replace").strip()
         yield MarkedProcess(pid=pid, ppid=_ppid(pid), launch_id=found, attempt=env.get("EZPZ_ATTEMPT", ""),
                             rank=rank_of(env), launcher_pid=int(launcher) if launcher.isdigit() else None,
-                            cmdline=cmd, env=env)
+                            allocation=allocation_of(env), cmdline=cmd, env=env)
 
 
 def launcher_of(process: MarkedProcess, uid: int | None = None) -> int | None:

@@ -56,7 +56,8 @@ _LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_", "PALS_", "SLURM_", "TORCHELASTIC
                       "JSM_", "PET_", "SKYPILOT_", "LSB_")
 _LAUNCHER_NAMES = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
                              "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE",
-                             "KUBERNETES_SERVICE_HOST", "EZPZ_LAUNCH_ID", "EZPZ_LAUNCHER_PID", "EZPZ_ATTEMPT"})
+                             "KUBERNETES_SERVICE_HOST", "EZPZ_LAUNCH_ID", "EZPZ_LAUNCHER_PID", "EZPZ_ALLOCATION",
+                             "EZPZ_ATTEMPT"})
 
 
 def live_rank_checks(t: Target, device: DeviceCandidate, environ: Mapping[str, str]) -> list[CheckResult]:
