@@ -25,17 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ezpz.cli._util import err, table
 from ezpz.errors import ConfigError
-from ezpz.primitives.frozen_records import frozen
 from ezpz.launch_drivers.layout import hostfile_allocation, hosts_from_nodelist
 from ezpz.launch_drivers.marked import (
     MARKER,
     SCHEDULER_JOB_VARS,
     MarkedProcess,
-    allocation_of,
     ancestors,
     launcher_of,
     marked_processes,
 )
+from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["SIGNALS", "JobScope", "add_parser", "job_scope", "remote_argv", "run", "targets"]
 
