@@ -114,8 +114,8 @@ def _local(args: argparse.Namespace) -> int:
     procs, elsewhere = targets(args.id, scope, list(marked_processes(args.id)), mine)
     launchers = sorted({pid for p in procs if (pid := launcher_of(p)) is not None and pid not in mine})
     if elsewhere:
-        jobs = ", ".join(sorted({p.allocation or "(no job)" for p in elsewhere}))
-        err(f"ezpz kill: {len(elsewhere)} process(es) of other jobs' launches left alone (job {jobs}): {scope.reason}")
+        where = ", ".join(sorted({f"job {p.allocation}" if p.allocation else "outside any job" for p in elsewhere}))
+        err(f"ezpz kill: {len(elsewhere)} process(es) of other jobs' launches left alone ({where}): {scope.reason}")
     if not procs:
         err(f"ezpz kill: no process of yours carries {MARKER}" + (f"={args.id}" if args.id else "")
             + (f" in job {scope.job}" if scope.job else ""))
