@@ -33,6 +33,7 @@ from ezpz.launch_drivers.marked import (
     ancestors,
     launcher_of,
     marked_processes,
+    scheduler_job,
 )
 from ezpz.primitives.frozen_records import frozen
 
@@ -93,10 +94,10 @@ def job_scope(job: str | None, any_job: bool, launch_id: str | None, environ: Ma
         return JobScope(job="", reason="--any-job: launches of every scheduler job")
     if launch_id is not None:
         return JobScope(job="", reason="--id names one launch, whichever job started it")
-    for name in SCHEDULER_JOB_VARS:
-        if environ.get(name, "").strip():
-            here = _checked_job(name, environ[name])
-            return JobScope(job=here, reason=f"this runs in job {here} ({name}); --any-job for every job's launches")
+    if (found := scheduler_job(environ)) is not None:
+        name = found[0]
+        here = _checked_job(name, environ[name])
+        return JobScope(job=here, reason=f"this runs in job {here} ({name}); --any-job for every job's launches")
     return JobScope(job="", reason="not inside a scheduler job: every launch of yours")
 
 

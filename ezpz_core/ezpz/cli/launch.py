@@ -30,7 +30,7 @@ from ezpz.cli.stage import add_stage_flags, stage_for_launch
 from ezpz.cli.supervise import supervise
 from ezpz.errors import ConfigError
 from ezpz.launch_drivers import LaunchPlan, prepare
-from ezpz.launch_drivers.marked import ALLOCATION_VAR, LAUNCHER_PID_VAR, MARKER, allocation_of
+from ezpz.launch_drivers.marked import launch_markers
 from ezpz.launch_drivers.run import run as run_command
 from ezpz.launch_drivers.supervisor import AUTO_RETRY_TIMEOUT_S, BACKOFF_CAP_S, new_launch_id
 from ezpz.inputs.settings import seconds_in_range
@@ -204,8 +204,7 @@ def run(args: argparse.Namespace) -> int:
     if supervised(args) and not args.dry_run:
         return supervise(args, command, os.environ, devices,
                          lambda plan: describe(plan, "ezpz launch", verbose=args.verbose > 0))
-    env = {**os.environ, MARKER: new_launch_id(), LAUNCHER_PID_VAR: str(os.getpid()),
-           ALLOCATION_VAR: allocation_of(os.environ)}
+    env = {**os.environ, **launch_markers(new_launch_id(), os.environ)}
     plan = prepare(command, launcher=args.launcher, n=args.n, ppn=args.ppn, hostfile=args.hostfile, environ=env,
                    devices=devices)
     describe(plan, "ezpz launch", verbose=args.verbose > 0)

@@ -18,7 +18,7 @@ from attrs import field
 from ezpz.primitives.frozen_records import frozen
 
 __all__ = ["ALLOCATION_VAR", "LAUNCHER_PID_VAR", "MARKER", "SCHEDULER_JOB_VARS", "MarkedProcess", "allocation_of",
-           "ancestors", "launcher_of", "marked_processes", "rank_of"]
+           "ancestors", "launch_markers", "launcher_of", "marked_processes", "rank_of", "scheduler_job"]
 
 MARKER = "EZPZ_LAUNCH_ID"
 """Set by ``ezpz launch`` on the launched command: one id per ``ezpz launch`` run."""
@@ -76,12 +76,26 @@ def rank_of(env: Mapping[str, str]) -> int | None:
     return None
 
 
+def scheduler_job(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(variable, job id)`` from the first of :data:`SCHEDULER_JOB_VARS` set, or None outside any job."""
+    for name in SCHEDULER_JOB_VARS:
+        if value := env.get(name, "").strip():
+            return name, value
+    return None
+
+
 def allocation_of(env: Mapping[str, str]) -> str:
     """The scheduler job a process runs in: ``ezpz launch``'s record of it, else the scheduler's own variable;
     "" outside any job."""
     if ALLOCATION_VAR in env:
         return env[ALLOCATION_VAR].strip()
-    return next((value for name in SCHEDULER_JOB_VARS if (value := env.get(name, "").strip())), "")
+    found = scheduler_job(env)
+    return found[1] if found else ""
+
+
+def launch_markers(launch_id: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """What ``ezpz launch`` sets on the command it runs: the launch id, its own pid, the job it runs in."""
+    return {MARKER: launch_id, LAUNCHER_PID_VAR: str(os.getpid()), ALLOCATION_VAR: allocation_of(environ)}
 
 
 def _ppid(pid: int) -> int:

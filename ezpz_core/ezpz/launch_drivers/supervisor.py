@@ -50,7 +50,7 @@ from ezpz.launch_drivers.first_failure import first_failure
 from ezpz.launch_drivers.host_channels import daemon_failed
 from ezpz.launch_drivers.launcher_node import launcher_nodes
 from ezpz.launch_drivers.layout import hostfile_allocation
-from ezpz.launch_drivers.marked import ALLOCATION_VAR, LAUNCHER_PID_VAR, MARKER, allocation_of
+from ezpz.launch_drivers.marked import launch_markers
 from ezpz.launch_drivers.retry import (AttemptFacts, Verdict, backoff_s, classify, log_hits, records_name_hosts,
                                        same_hosts_cannot_succeed)
 from ezpz.launch_drivers.straggler_charts import chart_lines, chart_svg
@@ -219,9 +219,8 @@ class Supervisor:
         adir = (self.job_dir if self.job_dir is not None else self.wanted_dir) / f"attempt-{k}"
         fdir = adir / "failures"
         kept = self.job_dir is not None and _made(fdir)  # the attempt's folder exists: logs, records, verdict
-        env = {**{n: v for n, v in self.environ.items() if n != "EZPZ_FAILURE_DIR"}, MARKER: self.launch_id,
-               LAUNCHER_PID_VAR: str(os.getpid()), ALLOCATION_VAR: allocation_of(self.environ),
-               "EZPZ_ATTEMPT": str(k)}
+        env = {**{n: v for n, v in self.environ.items() if n != "EZPZ_FAILURE_DIR"},
+               **launch_markers(self.launch_id, self.environ), "EZPZ_ATTEMPT": str(k)}
         if kept:
             env["EZPZ_FAILURE_DIR"] = str(fdir)
         hostfile, n, ppn = self._layout(adir, env)
